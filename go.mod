@@ -1,0 +1,3 @@
+module github.com/berth-sh/berth
+
+go 1.26.8

@@ -1,0 +1,102 @@
+// Package driver defines what a sandbox provider implements. Import it only
+// from provider packages and from package sandbox, which wraps these
+// interfaces in the concrete types callers use.
+//
+// Every method comment is a contract that the conformance suite in
+// sandbox/sandboxtest checks. Errors carry a class from package sandbox
+// (sandbox.Errorf, sandbox.Classify); the wrappers add the operation, provider
+// name and sandbox ID, so drivers need not.
+//
+// Optional features are one-method interfaces found by type assertion
+// (TreeUploader, TreeDownloader); every provider also reports a plain
+// sandbox.Capabilities value.
+package driver
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Provider creates and finds sandboxes of one backend.
+type Provider interface {
+	// Create makes a sandbox from a validated Spec with defaults filled in
+	// (TTL > 0, Network.Mode set). On error nothing may be left running: a
+	// driver that fails half way cleans up what it made before returning.
+	Create(ctx context.Context, spec types.Spec) (Sandbox, error)
+	// Connect returns a handle to an existing sandbox from its ID alone, from
+	// any process. An unknown or deleted ID is NotFound.
+	Connect(ctx context.Context, id string) (Sandbox, error)
+	// List returns the live sandboxes that carry every given label (all of
+	// them when labels is empty).
+	List(ctx context.Context, labels map[string]string) ([]types.Info, error)
+	// Delete destroys the sandbox with this ID. An unknown ID is NotFound.
+	Delete(ctx context.Context, id string) error
+	// Capabilities reports what the provider supports; it must not block.
+	Capabilities() types.Capabilities
+	// Close releases the provider's resources (connections, goroutines). It
+	// does not delete sandboxes.
+	Close() error
+}
+
+// Sandbox is a handle to one sandbox.
+type Sandbox interface {
+	// ID is the provider's identifier, usable with Provider.Connect.
+	ID() string
+	// Exec starts a command and returns once it has started (or failed to).
+	// The returned Process delivers output to cmd.Stdout and cmd.Stderr as it
+	// arrives, reads cmd.Stdin to EOF and then closes the process's stdin.
+	// A missing program is not an error of Exec: the process exits 127.
+	Exec(ctx context.Context, cmd types.Command) (Process, error)
+	// WriteFile creates or truncates the file at the absolute path, creating
+	// parent directories, with the given permission bits.
+	WriteFile(ctx context.Context, path string, r io.Reader, mode uint32) error
+	// ReadFile opens the file at the absolute path. A missing file is
+	// NotFound; a directory is InvalidArgument.
+	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
+	// Stat describes one path without following a final symlink. Missing is
+	// NotFound.
+	Stat(ctx context.Context, path string) (types.FileInfo, error)
+	// ListDir lists a directory's entries (not recursive), sorted by name.
+	ListDir(ctx context.Context, path string) ([]types.FileInfo, error)
+	// MakeDir creates a directory and its parents; an existing directory is
+	// AlreadyExists.
+	MakeDir(ctx context.Context, path string) error
+	// Remove deletes a file or a directory tree. Missing is NotFound.
+	Remove(ctx context.Context, path string) error
+	// SetTimeout moves the sandbox's deadline to now + d on the provider side.
+	SetTimeout(ctx context.Context, d time.Duration) error
+	// Delete destroys the sandbox. A second Delete is NotFound.
+	Delete(ctx context.Context) error
+	// Close releases the handle (connections, keep-alive loops) and does not
+	// destroy the sandbox. It is called at most once by the wrapper.
+	Close() error
+}
+
+// Process is a started command.
+type Process interface {
+	// PID identifies the process inside the sandbox.
+	PID() int
+	// Wait blocks until the process has ended and its output has been
+	// delivered, and returns its exit code (128+n when killed by signal n). A
+	// non-zero exit is not an error. When the command's Timeout passes the
+	// process is killed and Wait returns a DeadlineExceeded error. When ctx
+	// ends first Wait returns ctx's error and leaves the process running.
+	Wait(ctx context.Context) (int, error)
+	// Signal sends a signal to the process. A process that has ended is
+	// NotFound.
+	Signal(ctx context.Context, sig types.Signal) error
+}
+
+// TreeUploader is implemented by drivers that unpack a tar stream in one call.
+type TreeUploader interface {
+	UploadTar(ctx context.Context, dir string, tarStream io.Reader) error
+}
+
+// TreeDownloader is implemented by drivers that produce a tar of a tree in
+// one call. Entry names are relative to path.
+type TreeDownloader interface {
+	DownloadTar(ctx context.Context, path string) (io.ReadCloser, error)
+}

@@ -1,0 +1,242 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox/driver"
+)
+
+// Sandbox is a handle to one sandbox. Close releases the handle; Delete
+// destroys the sandbox. Methods are safe for concurrent use; after Close they
+// fail with InvalidArgument.
+type Sandbox struct {
+	p  *Provider
+	d  driver.Sandbox
+	id string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func newSandbox(p *Provider, d driver.Sandbox) *Sandbox {
+	return &Sandbox{p: p, d: d, id: d.ID()}
+}
+
+// ID is the provider's identifier of the sandbox.
+func (s *Sandbox) ID() string { return s.id }
+
+// Provider is the registry name of the sandbox's provider.
+func (s *Sandbox) Provider() string { return s.p.name }
+
+func (s *Sandbox) check(op string) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return s.wrap(Errorf(InvalidArgument, "sandbox handle is closed"), op)
+	}
+	return nil
+}
+
+func (s *Sandbox) wrap(err error, op string) error { return wrap(err, op, s.p.name, s.id) }
+
+// checkPath requires an absolute, clean-able path: relative paths mean
+// different things on different providers.
+func (s *Sandbox) checkPath(op, p string) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if !path.IsAbs(p) {
+		return s.wrap(Errorf(InvalidArgument, "path %q is not absolute", p), op)
+	}
+	return nil
+}
+
+// Exec starts cmd and returns its process once it has started.
+func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Process, error) {
+	const op = "exec"
+	if err := s.check(op); err != nil {
+		return nil, err
+	}
+	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
+		return nil, s.wrap(Errorf(InvalidArgument, "command has no program"), op)
+	}
+	if cmd.Timeout < 0 {
+		return nil, s.wrap(Errorf(InvalidArgument, "command timeout %v is negative", cmd.Timeout), op)
+	}
+	d, err := s.d.Exec(ctx, cmd)
+	if err != nil {
+		return nil, s.wrap(err, op)
+	}
+	return &Process{s: s, d: d}, nil
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// Run executes cmd to completion. Output goes to cmd.Stdout / cmd.Stderr when
+// set, and is otherwise captured in the Result. A non-zero exit is a Result,
+// not an error.
+func (s *Sandbox) Run(ctx context.Context, cmd Command) (Result, error) {
+	var stdout, stderr bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &stderr
+	}
+	p, err := s.Exec(ctx, cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	code, err := p.Wait(ctx)
+	return Result{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, err
+}
+
+// WriteFile writes data to the absolute path, creating parents.
+func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	return s.WriteFrom(ctx, p, bytes.NewReader(data), mode)
+}
+
+// WriteFrom streams r into the file at the absolute path, creating parents.
+func (s *Sandbox) WriteFrom(ctx context.Context, p string, r io.Reader, mode fs.FileMode) error {
+	const op = "write file"
+	if err := s.checkPath(op, p); err != nil {
+		return err
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	return s.wrap(s.d.WriteFile(ctx, p, r, uint32(mode.Perm())), op)
+}
+
+// ReadFile returns the whole file at the absolute path.
+func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	rc, err := s.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return b, s.wrap(err, "read file")
+}
+
+// Open streams the file at the absolute path; the caller closes it.
+func (s *Sandbox) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	const op = "read file"
+	if err := s.checkPath(op, p); err != nil {
+		return nil, err
+	}
+	rc, err := s.d.ReadFile(ctx, p)
+	return rc, s.wrap(err, op)
+}
+
+// Stat describes one path.
+func (s *Sandbox) Stat(ctx context.Context, p string) (FileInfo, error) {
+	const op = "stat"
+	if err := s.checkPath(op, p); err != nil {
+		return FileInfo{}, err
+	}
+	fi, err := s.d.Stat(ctx, p)
+	return fi, s.wrap(err, op)
+}
+
+// ListDir lists a directory's entries, sorted by name.
+func (s *Sandbox) ListDir(ctx context.Context, p string) ([]FileInfo, error) {
+	const op = "list dir"
+	if err := s.checkPath(op, p); err != nil {
+		return nil, err
+	}
+	fis, err := s.d.ListDir(ctx, p)
+	return fis, s.wrap(err, op)
+}
+
+// MakeDir creates a directory and its parents.
+func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
+	const op = "make dir"
+	if err := s.checkPath(op, p); err != nil {
+		return err
+	}
+	return s.wrap(s.d.MakeDir(ctx, p), op)
+}
+
+// Remove deletes a file or a directory tree.
+func (s *Sandbox) Remove(ctx context.Context, p string) error {
+	const op = "remove"
+	if err := s.checkPath(op, p); err != nil {
+		return err
+	}
+	return s.wrap(s.d.Remove(ctx, p), op)
+}
+
+// SetTimeout moves the sandbox's provider-side deadline to now + d.
+func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
+	const op = "set timeout"
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return s.wrap(Errorf(InvalidArgument, "timeout %v must be positive", d), op)
+	}
+	return s.wrap(s.d.SetTimeout(ctx, d), op)
+}
+
+// Delete destroys the sandbox. It runs to completion even when ctx is
+// cancelled (bounded by a teardown timeout), because a teardown that stops
+// half way leaks the sandbox. A second Delete is NotFound.
+func (s *Sandbox) Delete(ctx context.Context) error {
+	const op = "delete"
+	if err := s.check(op); err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	start := time.Now()
+	err := s.d.Delete(dctx)
+	s.p.log.Debug("deleted sandbox", "provider", s.p.name, "id", s.id, "duration", time.Since(start), "error", err)
+	return s.wrap(err, op)
+}
+
+// Close releases the handle without destroying the sandbox. It is idempotent.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.wrap(s.d.Close(), "close")
+}
+
+// Process is a command started by Exec.
+type Process struct {
+	s *Sandbox
+	d driver.Process
+}
+
+// PID identifies the process inside the sandbox.
+func (p *Process) PID() int { return p.d.PID() }
+
+// Wait returns the exit code once the process has ended and its output has
+// been delivered. A non-zero exit is not an error; a command timeout is a
+// DeadlineExceeded error.
+func (p *Process) Wait(ctx context.Context) (int, error) {
+	code, err := p.d.Wait(ctx)
+	return code, p.s.wrap(err, "wait")
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(ctx context.Context, sig Signal) error {
+	return p.s.wrap(p.d.Signal(ctx, sig), "signal")
+}
