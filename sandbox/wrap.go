@@ -1,7 +1,5 @@
 package sandbox
 
-
-
 // wrap attaches op, provider and sandbox ID to err, keeping its class.
 func wrap(err error, op, provider, id string) error {
 	if err == nil {

@@ -152,4 +152,3 @@ func IgnoreNotFound(err error) error {
 	}
 	return err
 }
-
