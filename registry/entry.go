@@ -3,8 +3,10 @@ package registry
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -36,6 +38,12 @@ type Entry struct {
 	Probe *Probe
 	// Capabilities are what the provider supports, readable without opening it.
 	Capabilities types.Capabilities
+	// Limits are the provider's create limits (in flight, rate, live
+	// sandboxes, retries) that runners respect; users may override them.
+	Limits throttle.Limits
+	// TTLMargin is how long a runner lets a sandbox outlive its trial's own
+	// time limits (Daytona: 30 minutes, so auto-stop never lands mid-trial).
+	TTLMargin time.Duration
 	// Open builds the driver from a resolved configuration.
 	Open Factory
 }
