@@ -117,7 +117,10 @@ func (e *Error) Error() string {
 		msg += " " + e.SandboxID
 	}
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		if msg != "" {
+			msg += ": "
+		}
+		msg += e.Err.Error() // an error without an operation reads as its cause alone
 	}
 	return msg
 }
