@@ -36,6 +36,9 @@ func (r *Registry) Register(e Entry) {
 	if e.Open == nil {
 		panic("registry: Register " + e.Name + " without a factory")
 	}
+	if err := e.check(); err != nil {
+		panic("registry: Register " + e.Name + ": " + err.Error())
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, n := range append([]string{e.Name}, e.Aliases...) {
@@ -88,6 +91,9 @@ func (r *Registry) Lookup(name string) (Entry, error) {
 	e, ok := r.entries[n]
 	r.mu.RUnlock()
 	if !ok {
+		if len(name) > 64 {
+			name = name[:64] + "..." // the name is user input; keep the error short
+		}
 		return Entry{}, sandbox.Errorf(sandbox.NotFound, "unknown backend %q (registered: %s)", name, r.namesWithAliases())
 	}
 	return e, nil

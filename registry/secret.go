@@ -1,6 +1,10 @@
 package registry
 
-import "log/slog"
+import (
+	"fmt"
+	"io"
+	"log/slog"
+)
 
 // Secret is a credential value. Every way of printing it (fmt verbs, JSON,
 // text, slog) yields a placeholder; only Reveal returns the contents, and
@@ -20,3 +24,7 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 
 // LogValue keeps the secret out of structured logs.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// Format prints the placeholder for every verb, %d and %x included, so no
+// format string can reach the contents.
+func (s Secret) Format(f fmt.State, verb rune) { io.WriteString(f, redacted) }
