@@ -100,3 +100,11 @@ type TreeUploader interface {
 type TreeDownloader interface {
 	DownloadTar(ctx context.Context, path string) (io.ReadCloser, error)
 }
+
+// ImagePreparer is implemented by drivers that can fetch or build a Spec's
+// image ahead of Create (pull and unpack layers, resolve a template), so
+// that runners can time image resolution apart from sandbox creation and
+// many creates of one image share the work.
+type ImagePreparer interface {
+	PrepareImage(ctx context.Context, spec types.Spec) error
+}
