@@ -44,6 +44,9 @@ type Entry struct {
 	// TTLMargin is how long a runner lets a sandbox outlive its trial's own
 	// time limits (Daytona: 30 minutes, so auto-stop never lands mid-trial).
 	TTLMargin time.Duration
+	// DefaultImage is the image (or template) a task that names none runs
+	// on, e.g. the smoke runner's built-in task: a shell is all it needs.
+	DefaultImage string
 	// Open builds the driver from a resolved configuration.
 	Open Factory
 }
