@@ -1,0 +1,102 @@
+package builtin
+
+import (
+	"time"
+
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// The values below are the facts file's table; change them only with it.
+
+func local() registry.Entry {
+	return registry.Entry{
+		Name:    "local",
+		Summary: "sandboxes on this host: OCI images, namespaces and overlayfs; no account, no daemon",
+		Requires: []registry.Requirement{
+			{Binary: "runc", Hint: "apt-get install runc"},
+			{Root: true, Hint: "run berth as root"},
+		},
+		Capabilities: types.Capabilities{
+			ResourceMode: types.ResourcesLimits,
+			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		},
+	}
+}
+
+func e2b() registry.Entry {
+	return registry.Entry{
+		Name:    "e2b",
+		Aliases: []string{"agentenv"},
+		Summary: "E2B Cloud, or any server speaking the E2B API (AgentENV, berth serve) via E2B_API_URL and E2B_SANDBOX_URL",
+		Credential: registry.Credential{
+			KeyVars:       []string{"E2B_API_KEY"},
+			FileVar:       "E2B_API_KEY_FILE",
+			DefaultPath:   "~/.config/e2b/api_key",
+			Flag:          "--key-file",
+			ProvisionHint: keyFileHint("~/.config/e2b", "~/.config/e2b/api_key", "E2B API key"),
+		},
+		Forward: []string{"E2B_API_URL", "E2B_SANDBOX_URL", "E2B_DOMAIN"},
+		Target:  &registry.Target{Var: "E2B_API_URL", Label: "endpoint", Default: "E2B Cloud (default)"},
+		// 401 without a key still proves the control plane answers.
+		Probe: &registry.Probe{URLVar: "E2B_API_URL", Default: "https://api.e2b.app", Path: "/sandboxes"},
+		Capabilities: types.Capabilities{
+			ResourceMode: types.ResourcesLimits,
+			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+			Pause:        true,
+		},
+	}
+}
+
+func daytona() registry.Entry {
+	return registry.Entry{
+		Name:    "daytona",
+		Summary: "Daytona cloud sandboxes (REST and toolbox API)",
+		Credential: registry.Credential{
+			KeyVars:       []string{"DAYTONA_API_KEY"},
+			FileVar:       "DAYTONA_API_KEY_FILE",
+			DefaultPath:   "~/.config/daytona/api_key",
+			Flag:          "--key-file",
+			ProvisionHint: keyFileHint("~/.config/daytona", "~/.config/daytona/api_key", "Daytona API key"),
+		},
+		// Workers read these; an address and a region are safe by value.
+		Forward: []string{"DAYTONA_API_URL", "DAYTONA_TARGET"},
+		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: "https://app.daytona.io/api", Path: "/sandbox"},
+		// Tier 1 allows 300 creates a minute; auto-stop must outlast the
+		// trial by 30 minutes or it lands mid-trial.
+		Limits:    throttle.Limits{CreatesPerSecond: 5},
+		TTLMargin: 30 * time.Minute,
+		Capabilities: types.Capabilities{
+			ResourceMode: types.ResourcesLimits,
+			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+		},
+	}
+}
+
+func modal() registry.Entry {
+	return registry.Entry{
+		Name:    "modal",
+		Summary: "Modal sandboxes (official Go SDK); cpus and memory are requests, not limits",
+		Credential: registry.Credential{
+			KeyVars:       []string{"MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"},
+			FileVar:       "MODAL_CONFIG_PATH",
+			DefaultPath:   "~/.modal.toml",
+			Flag:          "--key-file",
+			ProvisionHint: "modal token new",
+			ParseFile:     parseModalConfig,
+		},
+		Forward:     []string{"MODAL_PROFILE", "MODAL_ENVIRONMENT"},
+		EnvDefaults: []registry.Var{{Name: "MODAL_SANDBOX_V2", Value: "1"}},
+		Target:      &registry.Target{Var: "MODAL_ENVIRONMENT", Label: "workspace environment", Default: "the profile's default"},
+		Library:     "github.com/modal-labs/modal-client/go",
+		MinVersion:  "v0.11.1",
+		// The create rate users quote (5/s; more per account on request).
+		Limits: throttle.Limits{CreatesPerSecond: 5},
+		Capabilities: types.Capabilities{
+			ResourceMode: types.ResourcesRequests,
+			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+			GPUs:         true,
+		},
+	}
+}
