@@ -1,0 +1,102 @@
+package dockerfile
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+func TestParseSubset(t *testing.T) {
+	src := `# a comment
+ARG BASE=debian:bookworm-slim
+FROM ${BASE}
+LABEL maintainer="someone"
+ARG VERSION=1.2
+ENV APP_HOME=/app PATH="/app/bin:$PATH" V=${VERSION}
+ENV LEGACY value with spaces
+WORKDIR $APP_HOME
+RUN apt-get update && \
+    apt-get install -y curl
+RUN ["/bin/sh", "-c", "echo exec form"]
+COPY --chown=1000:1000 src/ ./src/
+ADD data.tar files/
+USER nobody
+CMD ["bash"]
+`
+	f, err := Parse(strings.NewReader(src), map[string]string{"VERSION": "9.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Base != "debian:bookworm-slim" {
+		t.Errorf("base = %q", f.Base)
+	}
+	var got []string
+	for _, in := range f.Instructions {
+		got = append(got, in.Cmd)
+	}
+	want := []string{"ARG", "ENV", "ENV", "WORKDIR", "RUN", "RUN", "COPY", "ADD", "USER"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("instructions = %v, want %v", got, want)
+	}
+	in := f.Instructions
+	if !slices.Equal(in[1].Args, []string{"APP_HOME", "/app", "PATH", "/app/bin:", "V", "9.9"}) {
+		t.Errorf("ENV args = %q (build arg must override the default; unknown $PATH is empty)", in[1].Args)
+	}
+	if !slices.Equal(in[2].Args, []string{"LEGACY", "value with spaces"}) {
+		t.Errorf("legacy ENV = %q", in[2].Args)
+	}
+	if in[3].Args[0] != "/app" {
+		t.Errorf("WORKDIR = %q", in[3].Args)
+	}
+	if in[4].Line != 9 || in[4].Args[2] != "apt-get update &&      apt-get install -y curl" {
+		t.Errorf("RUN line %d args %q", in[4].Line, in[4].Args)
+	}
+	if !slices.Equal(in[5].Args, []string{"/bin/sh", "-c", "echo exec form"}) {
+		t.Errorf("exec form = %q", in[5].Args)
+	}
+	if in[6].Flags["chown"] != "1000:1000" || !slices.Equal(in[6].Args, []string{"src/", "./src/"}) {
+		t.Errorf("COPY = %+v", in[6])
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	cases := []struct {
+		src   string
+		class types.Class
+		msg   string
+	}{
+		{"FROM a\nRUN true\nVOLUME /data\nFROM b AS x\n", types.NotSupported, "Dockerfile:4: multi-stage"},
+		{"FROM a AS build\n", types.NotSupported, "multi-stage"},
+		{"FROM a\nCOPY --from=build /x /y\n", types.NotSupported, "Dockerfile:2: COPY --from"},
+		{"FROM a\nADD https://example.com/x.tgz /x\n", types.NotSupported, "URL"},
+		{"FROM a\nCOPY ../secret /x\n", types.InvalidArgument, "outside the build context"},
+		{"FROM a\nCOPY /etc/passwd /x\n", types.InvalidArgument, "outside the build context"},
+		{"RUN true\n", types.InvalidArgument, "before FROM"},
+		{"# nothing\n", types.InvalidArgument, "no FROM"},
+		{"FROM a\nRUN --mount=type=cache,target=/x true\n", types.NotSupported, "RUN --mount"},
+		{"FROM a\nFROBNICATE\n", types.NotSupported, "Dockerfile:2: FROBNICATE is not supported"},
+	}
+	for _, c := range cases {
+		_, err := Parse(strings.NewReader(c.src), nil)
+		if err == nil || types.ClassOf(err) != c.class || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Parse(%q) = %v; want %v containing %q", c.src, err, c.class, c.msg)
+		}
+		if err != nil && !errors.Is(err, c.class.Sentinel()) {
+			t.Errorf("error %v is not errors.Is its class", err)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "x", "EMPTY": ""}
+	for in, want := range map[string]string{
+		"$A/b": "x/b", "${A}b": "xb", "${EMPTY:-d}": "d", "${MISSING}": "", `\$A`: "$A", "a$": "a$", "$1": "$1",
+	} {
+		if got := expand(in, vars); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
