@@ -23,3 +23,19 @@ func (p *Provider) PrepareImage(ctx context.Context, spec Spec) error {
 	}
 	return wrap(ip.PrepareImage(ctx, spec.WithDefaults()), op, p.name, "")
 }
+
+// Reap removes what expired or dead sandboxes left behind where the driver
+// keeps such state (driver.Reaper), and returns their IDs. Elsewhere the
+// provider's own TTL does this and Reap returns nothing.
+func (p *Provider) Reap(ctx context.Context) ([]string, error) {
+	const op = "reap"
+	if err := p.checkOpen(op, ""); err != nil {
+		return nil, err
+	}
+	r, ok := p.d.(driver.Reaper)
+	if !ok {
+		return nil, nil
+	}
+	ids, err := r.Reap(ctx)
+	return ids, wrap(err, op, p.name, "")
+}

@@ -108,3 +108,10 @@ type TreeDownloader interface {
 type ImagePreparer interface {
 	PrepareImage(ctx context.Context, spec types.Spec) error
 }
+
+// Reaper is implemented by drivers that keep local state which can outlive
+// its sandbox (a dead runtime's mounts and directories): Reap removes every
+// expired or dead sandbox and returns their IDs.
+type Reaper interface {
+	Reap(ctx context.Context) ([]string, error)
+}
