@@ -43,6 +43,9 @@ Each check prints an ok, warn or fail line. With --backend the exit status is
   berth doctor --offline`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return usageError(fmt.Errorf("--timeout %v: want a positive duration", timeout))
+			}
 			entries := a.reg.Entries()
 			if backend != "" {
 				e, err := a.reg.Lookup(backend)
@@ -74,6 +77,7 @@ Each check prints an ok, warn or fail line. With --backend the exit status is
 	f.StringVar(&backend, "backend", "", "check only this provider (name or alias); exit 1 if unusable")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "time limit of each endpoint probe")
 	f.BoolVar(&offline, "offline", false, "skip the endpoint probes")
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackend)
 	return cmd
 }
 

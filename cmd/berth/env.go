@@ -60,5 +60,6 @@ a credential), is refused with exit status 2.`,
 	f.StringVar(&keyFile, "key-file", "", "explicit key file; its path is forwarded, never its contents")
 	f.StringVar(&format, "format", "sh", "output format: sh (export lines) or json (flat object)")
 	_ = cmd.MarkFlagRequired("backend")
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackend)
 	return cmd
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/berth-sh/berth/registry"
 )
 
@@ -61,4 +63,14 @@ func displayName(e registry.Entry) string {
 		return e.Name
 	}
 	return e.Name + " (" + strings.Join(e.Aliases, ", ") + ")"
+}
+
+// completeBackend offers the registered names and aliases for --backend.
+func (a *app) completeBackend(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var names []cobra.Completion
+	for _, e := range a.reg.Entries() {
+		names = append(names, e.Name)
+		names = append(names, e.Aliases...)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
