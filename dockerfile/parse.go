@@ -78,9 +78,7 @@ func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
 			if seenFrom {
 				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: multi-stage builds (a second FROM) are not supported", ll.line)
 			}
-			if _, ok := in.Flags["platform"]; ok {
-				delete(in.Flags, "platform")
-			}
+			delete(in.Flags, "platform") // one platform here: the host's
 			fields := strings.Fields(rest)
 			if len(fields) == 0 {
 				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: FROM needs an image", ll.line)
