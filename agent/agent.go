@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configure Run.
+type Options struct {
+	// Listener is where Handler is served, e.g. from ListenerFromFD. When nil,
+	// Run listens on Socket.
+	Listener net.Listener
+	// Socket is the path of the unix socket to create when Listener is nil.
+	// A stale socket file there is removed first.
+	Socket string
+	// Handler serves every path but ControlPath.
+	Handler http.Handler
+	// Deadline is when Run returns ErrDeadline; zero means never. It can be
+	// moved with SetDeadline.
+	Deadline time.Time
+	// Reap turns zombie reaping on even when not PID 1 (then the process
+	// should be a child subreaper). PID 1 always reaps.
+	Reap bool
+	// Logf logs the agent's own events; nil means the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// ErrDeadline is returned by Run when the deadline passed.
+var ErrDeadline = errors.New("agent deadline reached")
+
+// shutdownGrace is how long requests in flight may take after a stop.
+const shutdownGrace = 2 * time.Second
+
+// Run serves o.Handler until ctx is done (nil), SIGTERM or SIGINT arrives
+// (nil), the deadline passes (ErrDeadline) or serving fails.
+func Run(ctx context.Context, o Options) error {
+	if o.Handler == nil {
+		return errors.New("agent: no handler")
+	}
+	logf := o.Logf
+	if logf == nil {
+		logf = log.Printf
+	}
+	if err := closeOnExec(); err != nil {
+		logf("agent: mark inherited fds close-on-exec: %v", err)
+	}
+	ln := o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = listenUnix(o.Socket); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if os.Getpid() == 1 || o.Reap {
+		if pidfdsWork() {
+			wg.Add(1)
+			go func() { defer wg.Done(); reapLoop(ctx) }()
+		} else {
+			logf("agent: pidfds unavailable: not reaping orphans (reaping could steal exit statuses)")
+		}
+	}
+
+	dl := newDeadline(o.Deadline)
+	mux := http.NewServeMux()
+	mux.Handle(ControlPath, dl)
+	mux.Handle("/", o.Handler)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	defer signal.Stop(sigs)
+
+	var result error
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("agent: serve: %w", err)
+	case <-ctx.Done():
+	case s := <-sigs:
+		logf("agent: %v: stopping", s)
+	case <-dl.expired():
+		logf("agent: deadline %s reached: stopping", dl.get().Format(time.RFC3339))
+		result = ErrDeadline
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return result
+}
+
+// listenUnix listens on path, replacing a stale socket file (but nothing
+// else) left by an earlier run.
+func listenUnix(path string) (net.Listener, error) {
+	if path == "" {
+		return nil, errors.New("agent: no listener and no socket path")
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return ln, nil
+}
+
+// ListenerFromFD wraps an inherited listening socket, e.g. fd 3 passed by
+// the runtime (container.Config.ExtraFiles). The fd itself is closed; the
+// listener holds a duplicate.
+func ListenerFromFD(fd int) (net.Listener, error) {
+	f := os.NewFile(uintptr(fd), "listener")
+	if f == nil {
+		return nil, fmt.Errorf("agent: fd %d is not open", fd)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("agent: fd %d: %w", fd, err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,42 @@
+package container
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestCreateRunsAgentInit(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	c, sock := agentConfig(t)
+	c.Hostname = "box"
+	ct := create(t, r, c)
+	got := agentGet(t, sock, "/hello")
+	if got != "pid=1 host=box" {
+		t.Fatalf("agent says %q, want pid 1 in its own pid namespace with hostname box", got)
+	}
+	out := agentGet(t, sock, "/exec?"+url.Values{"arg": {"/bin/sh", "-c", "echo hi; exit 7"}}.Encode())
+	if out != "exit=7\nhi\n" {
+		t.Fatalf("exec through agent: %q", out)
+	}
+	_ = ct
+}
+
+func TestDeleteLeavesNothing(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	ct, err := r.Create(context.Background(), testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := execIn(t, r, ct, "cat", "/proc/1/cmdline"); code != 0 || !strings.HasPrefix(out, "/bin/sleep") {
+		t.Fatalf("init is %q (exit %d)", out, code)
+	}
+	t.Logf("cgroups: %v", ct.CgroupPaths())
+	if err := ct.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, r, ct)
+}

@@ -1,0 +1,314 @@
+package container
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The test fixture: a busybox rootfs (Debian's busybox-static with applet
+// symlinks) and the testinit program, both built once per test binary in
+// one temp dir that TestMain removes.
+var (
+	fixtureDir string
+
+	rootfsOnce sync.Once
+	rootfsPath string
+	rootfsErr  error
+
+	initOnce sync.Once
+	initBin  string
+	initErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	fixtureDir, err = os.MkdirTemp("", "berth-container-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if os.Geteuid() == 0 {
+		// Container inits are orphaned when `runc run --detach` exits;
+		// this host's PID 1 may not reap them.
+		if err := SetSubreaper(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(fixtureDir)
+	os.Exit(code)
+}
+
+// needRoot skips tests that need root, the runtime binary and busybox.
+func needRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: containers need namespaces, mounts and cgroups")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("needs runc: apt-get install runc")
+	}
+	if _, err := busyboxPath(); err != nil {
+		t.Skip("needs a static busybox: apt-get install busybox-static")
+	}
+}
+
+// busyboxPath finds a statically linked busybox (the rootfs has no libc).
+func busyboxPath() (string, error) {
+	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
+		if static(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no static busybox")
+}
+
+// static reports whether p is an ELF executable without an interpreter.
+func static(p string) bool {
+	f, err := elf.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
+}
+
+// busyboxRootfs returns a lower dir holding busybox and its applets.
+func busyboxRootfs(t testing.TB) string {
+	t.Helper()
+	rootfsOnce.Do(func() { rootfsPath, rootfsErr = buildRootfs(filepath.Join(fixtureDir, "busybox")) })
+	if rootfsErr != nil {
+		t.Fatal(rootfsErr)
+	}
+	return rootfsPath
+}
+
+func buildRootfs(dir string) (string, error) {
+	bb, err := busyboxPath()
+	if err != nil {
+		return "", err
+	}
+	for _, d := range []string{"bin", "etc", "proc", "sys", "dev", "tmp", "root", "mnt"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o1777); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), b, 0o755); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range strings.Fields(string(out)) {
+		if a == "busybox" {
+			continue
+		}
+		if err := os.Symlink("busybox", filepath.Join(dir, "bin", a)); err != nil {
+			return "", err
+		}
+	}
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
+		"etc/group":  "root:x:0:\nnobody:x:65534:\n",
+	}
+	for name, s := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// testInit builds container/internal/testinit without cgo, once.
+func testInit(t testing.TB) string {
+	t.Helper()
+	initOnce.Do(func() {
+		initBin = filepath.Join(fixtureDir, "testinit")
+		cmd := exec.Command("go", "build", "-o", initBin, "./internal/testinit")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			initErr = fmt.Errorf("build testinit: %v: %s", err, out)
+		}
+	})
+	if initErr != nil {
+		t.Fatal(initErr)
+	}
+	return initBin
+}
+
+var idSeq struct {
+	sync.Mutex
+	n int
+}
+
+// testRuntime keeps the runtime's state and cgroups apart from anything
+// else on the host, and removes its cgroup parent at the end.
+func testRuntime(t testing.TB) Runtime {
+	t.Helper()
+	parent := fmt.Sprintf("berth-test-%d", os.Getpid())
+	r := Runtime{Root: filepath.Join(fixtureDir, "runc"), CgroupParent: parent}
+	t.Cleanup(func() { removeCgroupParent(parent) })
+	return r
+}
+
+// removeCgroupParent removes the test's (empty) cgroup parent from every
+// hierarchy it was made in.
+func removeCgroupParent(parent string) {
+	own, err := cgroupPaths(os.Getpid(), "/")
+	if err != nil {
+		return
+	}
+	for _, p := range own {
+		os.Remove(filepath.Join(p, parent))
+	}
+}
+
+// testConfig is a container running busybox sleep as init.
+func testConfig(t testing.TB) Config {
+	t.Helper()
+	idSeq.Lock()
+	idSeq.n++
+	id := fmt.Sprintf("t%d-%d", os.Getpid(), idSeq.n)
+	idSeq.Unlock()
+	return Config{
+		ID:        id,
+		LowerDirs: []string{busyboxRootfs(t)},
+		Dir:       filepath.Join(t.TempDir(), "c"),
+		Init:      []string{"/bin/sleep", "3600"},
+	}
+}
+
+// agentConfig runs testinit as init behind a host-side listener; it returns
+// the socket path to dial.
+func agentConfig(t testing.TB) (Config, string) {
+	t.Helper()
+	c := testConfig(t)
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false) // the container keeps listening after we close ours
+	f, err := ln.File()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	c.Init = []string{"/.berth/agent"}
+	c.Mounts = []Mount{{Source: testInit(t), Target: "/.berth/agent", ReadOnly: true}}
+	c.ExtraFiles = []*os.File{f}
+	return c, sock
+}
+
+// agentGet does a GET on the agent behind sock.
+func agentGet(t testing.TB, sock, path string) string {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+// create creates c and registers a Delete that must succeed.
+func create(t testing.TB, r Runtime, c Config) *Container {
+	t.Helper()
+	ct, err := r.Create(context.Background(), c)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ct.Delete(context.Background()); err != nil {
+			t.Errorf("cleanup delete: %v", err)
+		}
+	})
+	return ct
+}
+
+// execIn runs argv in the container with `runc exec` and returns its
+// combined output and exit code.
+func execIn(t testing.TB, r Runtime, ct *Container, argv ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := r.command(ctx, ct.bin, append([]string{"exec", ct.ID()}, argv...)...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("runc exec %v: %v: %s", argv, err, out)
+	}
+	return string(out), 0
+}
+
+// assertGone checks that nothing of ct is left on the host: no mount under
+// its dir, no cgroup dir, no process, no runtime state, no dir.
+func assertGone(t testing.TB, r Runtime, ct *Container) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, ct.Dir()) {
+			t.Errorf("mount left: %s", line)
+		}
+	}
+	if len(ct.cgroups) == 0 {
+		t.Errorf("container had no cgroups recorded")
+	}
+	for h, p := range ct.cgroups {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left: %s (%v)", h, p, err)
+		}
+	}
+	if st, err := procStartTime(ct.Pid()); err == nil && st == ct.start {
+		t.Errorf("init %d still exists (zombie or alive)", ct.Pid())
+	}
+	if r.stateExists(ct.ID()) {
+		t.Errorf("runtime state of %s left", ct.ID())
+	}
+	if _, err := os.Stat(ct.Dir()); !os.IsNotExist(err) {
+		t.Errorf("dir %s left (%v)", ct.Dir(), err)
+	}
+}

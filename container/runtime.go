@@ -1,0 +1,148 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Runtime is an OCI runtime binary and where it keeps its state. The zero
+// value uses runc from PATH with state under /run/berth/runc and cgroups
+// under berth/ relative to this process's own cgroup.
+type Runtime struct {
+	// Binary is "runc" (the default), "crun", "runsc", or a path to one.
+	Binary string
+	// Root is the runtime's --root state directory.
+	Root string
+	// CgroupParent is the parent of every container's cgroup. A relative
+	// path is taken by runc (cgroupfs driver) under the cgroup of the
+	// process that runs it, so containers stay inside this process's own
+	// limits; an absolute one starts at each hierarchy's root.
+	CgroupParent string
+	// Slirp is the slirp4netns binary for NetworkPublic; "" finds it in PATH.
+	Slirp string
+	// NoSeccomp leaves out the seccomp filter (for runtimes without it).
+	NoSeccomp bool
+}
+
+// Defaults of Runtime's fields.
+const (
+	DefaultRoot         = "/run/berth/runc"
+	DefaultCgroupParent = "berth"
+)
+
+func (r Runtime) root() string {
+	if r.Root == "" {
+		return DefaultRoot
+	}
+	return r.Root
+}
+
+func (r Runtime) cgroupParent() string {
+	if r.CgroupParent == "" {
+		return DefaultCgroupParent
+	}
+	return r.CgroupParent
+}
+
+// binary finds the runtime executable; a missing one says how to install it.
+func (r Runtime) binary() (string, error) {
+	name := r.Binary
+	if name == "" {
+		name = "runc"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		hint := "apt-get install " + filepath.Base(name)
+		if filepath.Base(name) == "runsc" {
+			hint = "see gvisor.dev for gVisor's runsc"
+		}
+		return "", types.Errorf(types.NotSupported, "OCI runtime %q not found (%w); install it with: %s", name, err, hint)
+	}
+	return p, nil
+}
+
+// checkRoot refuses to go on without root: namespaces, overlay mounts and
+// cgroups all need it.
+func checkRoot() error {
+	if os.Geteuid() != 0 {
+		return types.Errorf(types.Unauthenticated, "containers need root (euid is %d): run berth as root, e.g. with sudo", os.Geteuid())
+	}
+	return nil
+}
+
+// command runs the runtime with its global flags; output goes to out.
+func (r Runtime) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	all := append([]string{"--root", r.root()}, args...)
+	return exec.CommandContext(ctx, bin, all...)
+}
+
+// run runs a short runtime command and returns its combined output in the
+// error when it fails.
+func (r Runtime) run(ctx context.Context, bin string, args ...string) error {
+	cmd := r.command(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, tail(out.Bytes()))
+	}
+	return nil
+}
+
+// stateExists reports whether the runtime still has state for id.
+func (r Runtime) stateExists(id string) bool {
+	_, err := os.Stat(filepath.Join(r.root(), id))
+	return err == nil
+}
+
+// tail returns the end of a runtime's output, trimmed, for error messages.
+func tail(b []byte) string {
+	const max = 2048
+	b = bytes.TrimSpace(b)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// fileTail reads at most the last 2 KiB of a log file.
+func fileTail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 2048
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	return tail(b)
+}
+
+// defaultSeccomp is Docker's default profile for the capability set of
+// every container, built once (it is large and the same every time).
+var defaultSeccomp = sync.OnceValues(func() (*specs.LinuxSeccomp, error) {
+	s := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{
+		Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps,
+	}}}
+	p, err := seccomp.GetDefaultProfile(s)
+	if err != nil {
+		return nil, fmt.Errorf("build seccomp profile: %w", err)
+	}
+	return p, nil
+})
+
+var errDeleted = errors.New("container deleted")
