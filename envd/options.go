@@ -1,0 +1,74 @@
+package envd
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ServerOptions configure NewServer. The zero value is a usable server that
+// runs processes as its own user, in its own environment, with no access
+// token.
+type ServerOptions struct {
+	// AccessToken, when set, must arrive as X-Access-Token on every call but
+	// GET /health; /files also accepts a valid signature instead.
+	AccessToken string
+	// DefaultUser runs processes and owns uploaded files when a call names
+	// no user (Authorization: Basic, or ?username= on /files). "" means the
+	// server's own user.
+	DefaultUser string
+	// DefaultDir is the working directory of processes that name none and
+	// the base of relative paths, when no user's home applies. "" means "/".
+	DefaultDir string
+	// Env is the base environment of processes, as KEY=VALUE; nil means the
+	// server's own environment.
+	Env []string
+	// MaxMessageBytes bounds one Connect request message; 0 means 8 MiB.
+	MaxMessageBytes int64
+	// MaxUploadBytes bounds one POST /files body; 0 means 4 GiB.
+	MaxUploadBytes int64
+	// MaxListEntries bounds one ListDir answer; 0 means 100,000.
+	MaxListEntries int
+	// ExitGrace is how long output is still read after a process exits while
+	// a leftover child keeps its stdout or stderr open; 0 means 100 ms.
+	ExitGrace time.Duration
+	// Logger receives failures that no caller sees; nil discards them.
+	Logger *slog.Logger
+}
+
+const (
+	defaultMaxMessageBytes = 8 << 20
+	defaultMaxUploadBytes  = 4 << 30
+	defaultMaxListEntries  = 100_000
+	defaultExitGrace       = 100 * time.Millisecond
+)
+
+func (o *ServerOptions) fill() error {
+	if o.MaxMessageBytes < 0 || o.MaxUploadBytes < 0 || o.MaxListEntries < 0 || o.ExitGrace < 0 {
+		return fmt.Errorf("envd: server limits must not be negative")
+	}
+	if o.DefaultDir != "" && !filepath.IsAbs(o.DefaultDir) {
+		return fmt.Errorf("envd: default dir %q is not absolute", o.DefaultDir)
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if o.MaxUploadBytes == 0 {
+		o.MaxUploadBytes = defaultMaxUploadBytes
+	}
+	if o.MaxListEntries == 0 {
+		o.MaxListEntries = defaultMaxListEntries
+	}
+	if o.ExitGrace == 0 {
+		o.ExitGrace = defaultExitGrace
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
