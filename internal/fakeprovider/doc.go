@@ -1,0 +1,16 @@
+// Package fakeprovider is a fault-injecting sandbox provider for tests: the
+// runner's, the server's and the sandbox package's own. Import it only from
+// _test.go files; tests register it themselves with
+// registry.Entry{Open: ...} around New, so no binary ever carries it.
+//
+// A sandbox is a directory under Options.StateDir holding meta.json and a
+// root/ tree: sandbox path /a/b is <root>/a/b, and all file calls go through
+// os.Root so that nothing inside a sandbox reaches the rest of the host by a
+// symlink. Any provider value with the same state dir sees the same
+// sandboxes (Connect, List, Delete). Exec runs real host processes, each in
+// its own process group, in the mapped working directory; the programs are
+// the host's, the environment is only the Spec's and the Command's plus a
+// PATH. It isolates nothing: it is a test double, not a sandbox.
+//
+// Faults are steered at run time through an Injector shared with the test.
+package fakeprovider

@@ -1,0 +1,195 @@
+package fakeprovider
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Options configure New.
+type Options struct {
+	// StateDir holds one directory per sandbox; required. Providers opened
+	// on the same StateDir share their sandboxes.
+	StateDir string
+	// Faults, when set, steers failures; the test keeps it to change them.
+	Faults *Injector
+	// MaxTTL is reported in Capabilities (zero: no limit).
+	MaxTTL time.Duration
+	// NativeTrees makes sandboxes implement driver.TreeUploader and
+	// driver.TreeDownloader, so that both paths of sandbox.Upload and
+	// Download can be tested.
+	NativeTrees bool
+}
+
+type provider struct {
+	opts Options
+	// state is StateDir made absolute, so processes and timers of every
+	// provider value agree on a sandbox's key.
+	state string
+}
+
+var _ driver.Provider = (*provider)(nil)
+
+// New opens a fake provider on opts.StateDir, creating the directory.
+func New(opts Options) (driver.Provider, error) {
+	if opts.StateDir == "" {
+		return nil, types.Errorf(types.InvalidArgument, "fakeprovider: Options.StateDir is required")
+	}
+	state, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, types.Classify(types.InvalidArgument, err)
+	}
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return nil, types.Classify(types.InvalidArgument, err)
+	}
+	return &provider{opts: opts, state: state}, nil
+}
+
+func (p *provider) Capabilities() types.Capabilities {
+	return types.Capabilities{
+		ResourceMode: types.ResourcesLimits,
+		Networks:     []types.NetworkMode{types.NetworkNone},
+		MaxTTL:       p.opts.MaxTTL,
+	}
+}
+
+func (p *provider) Close() error { return nil }
+
+// Create does not look at ctx: like a remote create already sent, it
+// completes, and the wrapper is what deletes a sandbox nobody waits for.
+func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, error) {
+	f := p.opts.Faults.Get()
+	if f.FailCreate != nil {
+		return nil, f.FailCreate
+	}
+	if f.CreateDelay > 0 {
+		time.Sleep(f.CreateDelay)
+	}
+	id := newID()
+	dir := filepath.Join(p.state, id)
+	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
+		return nil, types.Classify(types.Unavailable, err)
+	}
+	now := time.Now()
+	m := meta{
+		ID: id, Image: spec.Image, Labels: spec.Labels, Env: spec.Env,
+		WorkDir: spec.WorkDir, CreatedAt: now, ExpiresAt: now.Add(spec.TTL),
+	}
+	if err := writeMeta(dir, m); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	schedule(dir, m.ExpiresAt)
+	return p.handle(id), nil
+}
+
+func (p *provider) handle(id string) driver.Sandbox {
+	s := &sandbox{p: p, id: id, dir: filepath.Join(p.state, id)}
+	if p.opts.NativeTrees {
+		return &treeSandbox{s}
+	}
+	return s
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "fk-" + hex.EncodeToString(b)
+}
+
+// dirOf maps an ID to its directory, refusing IDs that could name anything
+// but a direct child of the state dir.
+func (p *provider) dirOf(id string) (string, error) {
+	if !idPattern.MatchString(id) {
+		return "", types.Errorf(types.InvalidArgument, "malformed sandbox id %q", id)
+	}
+	return filepath.Join(p.state, id), nil
+}
+
+func (p *provider) Connect(_ context.Context, id string) (driver.Sandbox, error) {
+	dir, err := p.dirOf(id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := liveMeta(dir); err != nil {
+		return nil, err
+	}
+	return p.handle(id), nil
+}
+
+func (p *provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+	entries, err := os.ReadDir(p.state)
+	if err != nil {
+		return nil, types.Classify(types.Unavailable, err)
+	}
+	var out []types.Info
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+			continue // trash and stray files
+		}
+		m, err := liveMeta(filepath.Join(p.state, e.Name()))
+		if err != nil {
+			continue // being created, deleted or just expired
+		}
+		if !types.MatchLabels(m.Labels, labels) {
+			continue
+		}
+		out = append(out, types.Info{
+			ID: m.ID, Image: m.Image, Labels: m.Labels, State: "running",
+			CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt,
+		})
+	}
+	slices.SortFunc(out, func(a, b types.Info) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+func (p *provider) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.opts.Faults.Get().FailDelete; err != nil {
+		return err
+	}
+	dir, err := p.dirOf(id)
+	if err != nil {
+		return err
+	}
+	return destroy(ctx, dir)
+}
+
+// destroy claims the sandbox directory by renaming it (so that of two
+// concurrent deletes exactly one wins and the other sees NotFound), kills
+// its processes and removes it.
+func destroy(ctx context.Context, dir string) error {
+	trash := filepath.Join(filepath.Dir(dir), ".trash-"+filepath.Base(dir)+"-"+newID())
+	if err := os.Rename(dir, trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return types.Errorf(types.NotFound, "sandbox %s does not exist", filepath.Base(dir))
+		}
+		return types.Classify(types.Unavailable, err)
+	}
+	unschedule(dir)
+	killAll(ctx, dir)
+	if err := os.RemoveAll(trash); err != nil {
+		return types.Classify(types.Unavailable, err)
+	}
+	return nil
+}

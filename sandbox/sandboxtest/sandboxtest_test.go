@@ -1,0 +1,30 @@
+package sandboxtest_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestNativeTrees runs the suite against the fake provider with
+// driver.TreeUploader and TreeDownloader, so Upload and Download take the
+// driver path, links included. internal/fakeprovider runs the fallback path.
+func TestNativeTrees(t *testing.T) {
+	opts := fakeprovider.Options{StateDir: t.TempDir(), NativeTrees: true}
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			d, err := fakeprovider.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sandbox.NewProvider("fake-trees", d)
+		},
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "host"} },
+	})
+}
