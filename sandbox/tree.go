@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -66,7 +65,7 @@ func filterTar(w io.Writer, r io.Reader) error {
 			return tw.Close()
 		}
 		if err != nil {
-			return Classify(InvalidArgument, fmt.Errorf("reading tar: %w", err))
+			return hosttar.ReadError(err)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
@@ -140,7 +139,7 @@ func (s *Sandbox) uploadFiles(ctx context.Context, dir string, r io.Reader) erro
 			return nil
 		}
 		if err != nil {
-			return Classify(InvalidArgument, fmt.Errorf("reading tar: %w", err))
+			return hosttar.ReadError(err)
 		}
 		name, err := hosttar.CleanName(hdr.Name)
 		if err != nil {

@@ -10,7 +10,9 @@
 // sandboxes (Connect, List, Delete). Exec runs real host processes, each in
 // its own process group, in the mapped working directory; the programs are
 // the host's, the environment is only the Spec's and the Command's plus a
-// PATH. It isolates nothing: it is a test double, not a sandbox.
+// PATH; Command.User is ignored. When a command's leader exits, what it
+// left running in its group is killed, so its output is complete. It
+// isolates nothing: it is a test double, not a sandbox.
 //
 // Faults are steered at run time through an Injector shared with the test.
 package fakeprovider

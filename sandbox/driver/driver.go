@@ -91,12 +91,19 @@ type Process interface {
 }
 
 // TreeUploader is implemented by drivers that unpack a tar stream in one call.
+// UploadTar unpacks into the absolute directory dir, creating it. The wrapper
+// hands it a re-written stream whose entry names are relative, have no ".."
+// element and pass through no symlink of the same archive; a driver still
+// keeps writes under dir on its own (hosttar.Extract does both).
 type TreeUploader interface {
 	UploadTar(ctx context.Context, dir string, tarStream io.Reader) error
 }
 
 // TreeDownloader is implemented by drivers that produce a tar of a tree in
-// one call. Entry names are relative to path.
+// one call. Entry names are relative to path (a single file is its base
+// name); symlinks are stored, not followed. A missing path is NotFound from
+// DownloadTar itself, before any byte is read. Closing the stream early
+// stops the work behind it.
 type TreeDownloader interface {
 	DownloadTar(ctx context.Context, path string) (io.ReadCloser, error)
 }

@@ -36,11 +36,8 @@ func Extract(ctx context.Context, root *os.Root, r io.Reader) error {
 		if err == io.EOF {
 			break
 		}
-		if errors.Is(err, tar.ErrInsecurePath) {
-			return types.Classify(types.InvalidArgument, err)
-		}
 		if err != nil {
-			return types.Classify(types.InvalidArgument, fmt.Errorf("reading tar: %w", err))
+			return ReadError(err)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue

@@ -306,3 +306,37 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Errorf("write ../x: %v", err)
 	}
 }
+
+func TestReadError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want types.Class
+	}{
+		{tar.ErrHeader, types.InvalidArgument},
+		{io.ErrUnexpectedEOF, types.InvalidArgument},
+		{errors.New("connection reset"), types.Unavailable},
+		{types.Errorf(types.NotFound, "gone"), types.NotFound},
+		{context.Canceled, types.Unknown},
+		{context.DeadlineExceeded, types.DeadlineExceeded},
+	} {
+		if got := types.ClassOf(hosttar.ReadError(tc.err)); got != tc.want {
+			t.Errorf("ReadError(%v) has class %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if hosttar.ReadError(nil) != nil {
+		t.Error("ReadError(nil) is not nil")
+	}
+}
+
+// TestExtractCancelled: a cancelled extraction says so rather than blaming
+// the archive.
+func TestExtractCancelled(t *testing.T) {
+	root, _ := os.OpenRoot(t.TempDir())
+	defer root.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := hosttar.Extract(ctx, root, bytes.NewReader(archive(t, file("a", "x"))))
+	if !errors.Is(err, context.Canceled) || types.ClassOf(err) != types.Unknown {
+		t.Errorf("extract with a cancelled ctx: %v (class %v)", err, types.ClassOf(err))
+	}
+}

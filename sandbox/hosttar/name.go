@@ -1,6 +1,11 @@
 package hosttar
 
 import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -57,4 +62,22 @@ func Ancestors(name string) []string {
 		}
 	}
 	return out
+}
+
+// ReadError classes an error from tar.Reader.Next: a malformed or truncated
+// archive is InvalidArgument; a cancellation, or an error the stream's
+// producer already classed, passes through; anything else is a failure of
+// the stream itself, Unavailable.
+func ReadError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), types.ClassOf(err) != types.Unknown:
+		return err
+	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong),
+		errors.Is(err, tar.ErrInsecurePath), errors.Is(err, io.ErrUnexpectedEOF):
+		return types.Classify(types.InvalidArgument, fmt.Errorf("reading tar: %w", err))
+	default:
+		return types.Classify(types.Unavailable, fmt.Errorf("reading tar: %w", err))
+	}
 }
