@@ -79,8 +79,6 @@ func filterTar(w io.Writer, r io.Reader) error {
 			Mode: hdr.Mode, ModTime: hdr.ModTime, Devmajor: hdr.Devmajor, Devminor: hdr.Devminor,
 		}
 		switch hdr.Typeflag {
-		case tar.TypeRegA:
-			out.Typeflag = tar.TypeReg
 		case tar.TypeDir:
 			out.Name += "/"
 		case tar.TypeSymlink:
@@ -91,7 +89,7 @@ func filterTar(w io.Writer, r io.Reader) error {
 		if err := tw.WriteHeader(out); err != nil {
 			return err
 		}
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Typeflag == tar.TypeReg {
 			if _, err := io.Copy(tw, tr); err != nil {
 				return err
 			}
@@ -152,7 +150,7 @@ func (s *Sandbox) uploadFiles(ctx context.Context, dir string, r io.Reader) erro
 			if err := ignoreExists(s.d.MakeDir(ctx, target)); err != nil {
 				return err
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			if name == "." {
 				return Errorf(InvalidArgument, "tar entry %q is a file in place of the directory itself", hdr.Name)
 			}

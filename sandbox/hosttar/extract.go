@@ -58,7 +58,7 @@ func Extract(ctx context.Context, root *os.Root, r io.Reader) error {
 			// Modes are applied last, deepest first, so that a read-only
 			// directory does not stop its own children from being written.
 			dirs = append(dirs, dirMode{name, mode})
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			if err := writeFile(root, name, tr, mode); err != nil {
 				return err
 			}
