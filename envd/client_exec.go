@@ -122,7 +122,9 @@ func (c *Client) streamCtx(timeout time.Duration) (context.Context, context.Canc
 
 func (c *Client) setKeepalive(h interface{ Set(string, string) }) {
 	if c.opts.keepalive > 0 {
-		h.Set(keepaliveHeader, strconv.Itoa(int(c.opts.keepalive/time.Second)))
+		// Whole seconds when possible: upstream servers may parse an integer.
+		v := strconv.FormatFloat(c.opts.keepalive.Seconds(), 'f', -1, 64)
+		h.Set(keepaliveHeader, v)
 	}
 }
 

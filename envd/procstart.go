@@ -139,13 +139,19 @@ func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
 	return p, sub, nil
 }
 
+// readBufs holds the pipe readers' buffers: two per exec would otherwise be
+// most of an exec's garbage.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // pump copies one output pipe to the subscribers. Once the process has
 // exited, each read gets ExitGrace: a leftover child that holds the pipe open
 // but stays quiet does not keep the end event back.
 func (s *Server) pump(p *proc, f *os.File, stderr bool, wg *sync.WaitGroup) {
 	defer wg.Done()
 	defer f.Close()
-	buf := make([]byte, 64<<10)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
 		if p.exited.Load() {
 			_ = f.SetReadDeadline(time.Now().Add(s.opts.ExitGrace))

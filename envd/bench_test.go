@@ -1,0 +1,38 @@
+package envd
+
+import (
+	"testing"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// BenchmarkExecRoundTrip is one exec of `true` over the unix socket: start
+// stream, fork+exec, start event, end event, trailer.
+func BenchmarkExecRoundTrip(b *testing.B) {
+	e := unixEnv(b, ServerOptions{})
+	ctx := ctxT(b)
+	cmd := types.Command{Args: []string{"true"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := e.client.Exec(ctx, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := p.Wait(ctx); err != nil || code != 0 {
+			b.Fatalf("wait: %d %v", code, err)
+		}
+	}
+}
+
+// BenchmarkStat is one unary call over the unix socket, for the protocol's
+// cost without a fork.
+func BenchmarkStat(b *testing.B) {
+	e := unixEnv(b, ServerOptions{})
+	ctx := ctxT(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.client.Stat(ctx, "/"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
