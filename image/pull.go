@@ -1,0 +1,217 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Layers unpacked at once by one pull: downloads overlap, and on the small
+// machines berth targets more would only compete for the disk.
+const parallelLayers = 3
+
+// Pull returns the image ref, pulling it from its registry if the store
+// does not have it (credentials from the default keychain: docker config,
+// credential helpers). Concurrent pulls of one ref fetch it once.
+func (s *Store) Pull(ctx context.Context, ref string) (Image, error) {
+	r, err := s.parse(ref)
+	if err != nil {
+		return Image{}, err
+	}
+	if img, err := s.resolve(r); err == nil || !errors.Is(err, types.ErrNotFound) {
+		return img, err
+	}
+	return shared(ctx, &s.flight, "pull "+r.Name(), func() (Image, error) {
+		if img, err := s.resolve(r); err == nil {
+			return img, nil // another caller finished it just now
+		}
+		return s.pull(ctx, r)
+	})
+}
+
+func (s *Store) pull(ctx context.Context, r name.Reference) (Image, error) {
+	unlock, err := lockFile(filepath.Join(s.imagesDir, collectLock), unix.LOCK_SH)
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
+	img, err := remote.Image(r,
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain),
+		remote.WithPlatform(s.platform),
+		remote.WithTransport(s.transport),
+	)
+	if err != nil {
+		return Image{}, remoteError(r, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Image{}, remoteError(r, err)
+	}
+	rec, err := s.add(ctx, r.Name(), img, digest.String())
+	if err != nil {
+		return Image{}, remoteError(r, err)
+	}
+	return rec, nil
+}
+
+// add unpacks every layer of img and records it under key. The caller holds
+// the collect lock shared.
+func (s *Store) add(ctx context.Context, key string, img v1.Image, digest string) (Image, error) {
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return Image{}, &sourceError{fmt.Errorf("config: %w", err)}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return Image{}, &sourceError{fmt.Errorf("config: %w", err)}
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return Image{}, &sourceError{fmt.Errorf("layers: %w", err)}
+	}
+	diffIDs := make([]string, len(layers))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallelLayers)
+	for i, l := range layers {
+		g.Go(func() error {
+			d, err := l.DiffID()
+			if err != nil {
+				return &sourceError{fmt.Errorf("layer %d: %w", i, err)}
+			}
+			diffIDs[i], err = s.ensureLayer(gctx, layerSource{diffID: d.String(), open: l.Uncompressed})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Image{}, err
+	}
+	return s.put(Image{
+		Ref:     key,
+		Digest:  digest,
+		ID:      cfgName.String(),
+		Config:  configOf(cf),
+		DiffIDs: diffIDs,
+	})
+}
+
+// remoteError classes a registry failure and names the reference.
+func remoteError(r name.Reference, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		types.ClassOf(err) != types.Unknown {
+		return fmt.Errorf("pull %s: %w", r.String(), err)
+	}
+	redactURLs(err)
+	class := types.Unknown
+	var te *transport.Error
+	var ne net.Error
+	var ue *url.Error
+	var se *sourceError
+	switch {
+	case errors.As(err, &te):
+		class = statusClass(te)
+	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &se):
+		class = types.Unavailable
+	}
+	if class == types.Unknown {
+		return fmt.Errorf("pull %s: %w", r.String(), err)
+	}
+	return types.Errorf(class, "pull %s: %w", r.String(), err)
+}
+
+func statusClass(te *transport.Error) types.Class {
+	for _, d := range te.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
+			return types.NotFound
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			return types.Unauthenticated
+		case transport.TooManyRequestsErrorCode:
+			return types.ResourceExhausted
+		}
+	}
+	switch {
+	case te.StatusCode == http.StatusNotFound:
+		return types.NotFound
+	case te.StatusCode == http.StatusUnauthorized, te.StatusCode == http.StatusForbidden:
+		return types.Unauthenticated
+	case te.StatusCode == http.StatusTooManyRequests:
+		return types.ResourceExhausted
+	case te.StatusCode >= 500:
+		return types.Unavailable
+	}
+	return types.Unknown
+}
+
+// redactURLs drops query strings from URLs in err: blob downloads are
+// redirected to signed storage URLs whose signature is a credential.
+func redactURLs(err error) {
+	for err != nil {
+		if ue, ok := err.(*url.Error); ok {
+			if u, perr := url.Parse(ue.URL); perr == nil && u.RawQuery != "" {
+				u.RawQuery = "REDACTED"
+				ue.URL = u.String()
+			}
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				redactURLs(e)
+			}
+			return
+		default:
+			err = errors.Unwrap(err)
+		}
+	}
+}
+
+// isLoopback reports whether a registry host[:port] is this machine.
+func isLoopback(registry string) bool {
+	host := registry
+	if h, _, err := net.SplitHostPort(registry); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Store) plainHTTPAllowed(host string) bool {
+	return isLoopback(host) || s.insecure[host]
+}
+
+// httpGuard refuses plain-HTTP requests except to allowed hosts.
+// go-containerregistry itself would fall back to HTTP for private
+// addresses, where a machine in the middle could then serve any image.
+type httpGuard struct {
+	base    http.RoundTripper
+	allowed func(host string) bool
+}
+
+func (g *httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" && !g.allowed(req.URL.Host) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, types.Errorf(types.NotSupported, "plain HTTP to %s refused: only loopback registries and Options.InsecureRegistries may use it", req.URL.Host)
+	}
+	return g.base.RoundTrip(req)
+}
