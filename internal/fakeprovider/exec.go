@@ -58,7 +58,11 @@ func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, er
 	}
 	env := environ(m.Env, c.Env)
 	p := &process{done: make(chan struct{}), dropped: make(chan struct{}), faults: s.p.opts.Faults}
-	prog, ok := lookPath(c.Args[0], cwd, env["PATH"])
+	chroot := ""
+	if s.p.opts.Busybox != "" {
+		chroot = filepath.Join(s.dir, "root")
+	}
+	prog, ok := lookPath(c.Args[0], cwd, env["PATH"], chroot)
 	if !ok {
 		// As a shell would: a missing program is exit status 127, not an
 		// error of Exec.
@@ -72,7 +76,12 @@ func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, er
 		}
 		return p, nil
 	}
-	return p, p.start(s.dir, prog, cwd, env, c, s.p.opts.Faults.Get().DropStream)
+	if chroot != "" {
+		// Inside the chroot the working directory is the sandbox path.
+		rel, _ := filepath.Rel(chroot, cwd)
+		cwd = "/" + filepath.ToSlash(rel)
+	}
+	return p, p.start(s.dir, prog, cwd, chroot, env, c, s.p.opts.Faults.Get().DropStream)
 }
 
 func firstSet(vals ...string) string {
@@ -113,19 +122,34 @@ func environ(spec, cmd map[string]string) map[string]string {
 // lookPath finds a program the way a shell does, in the command's own PATH
 // rather than this process's. Absolute programs are host paths (the fake's
 // image is the host); a relative one with a slash is relative to cwd.
-func lookPath(prog, cwd, pathList string) (string, bool) {
-	if strings.Contains(prog, "/") {
-		if !path.IsAbs(prog) {
-			prog = filepath.Join(cwd, prog)
+//
+// With a chroot, programs are looked up under it and returned as paths
+// inside it; cwd is a host path either way.
+func lookPath(prog, cwd, pathList, chroot string) (string, bool) {
+	inRoot := func(hostPath string) string {
+		if chroot == "" {
+			return hostPath
 		}
-		return prog, executable(prog)
+		rel, err := filepath.Rel(chroot, hostPath)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return ""
+		}
+		return "/" + filepath.ToSlash(rel)
+	}
+	if strings.Contains(prog, "/") {
+		host := filepath.Join(chroot, prog)
+		if !path.IsAbs(prog) {
+			host = filepath.Join(cwd, prog)
+		}
+		p := inRoot(host)
+		return p, p != "" && executable(host)
 	}
 	for _, dir := range filepath.SplitList(pathList) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
-		if p := filepath.Join(dir, prog); executable(p) {
-			return p, true
+		if host := filepath.Join(chroot, dir, prog); executable(host) {
+			return inRoot(host), true
 		}
 	}
 	return "", false
@@ -136,12 +160,12 @@ func executable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-func (p *process) start(dir, prog, cwd string, env map[string]string, c types.Command, drop bool) error {
+func (p *process) start(dir, prog, cwd, chroot string, env map[string]string, c types.Command, drop bool) error {
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        c.Args,
 		Dir:         cwd,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Chroot: chroot},
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])

@@ -30,6 +30,12 @@ type Options struct {
 	// driver.TreeDownloader, so that both paths of sandbox.Upload and
 	// Download can be tested.
 	NativeTrees bool
+	// Busybox, when set to a static busybox binary, gives every sandbox a
+	// minimal root (busybox and its applets in /bin, /tmp, /dev/null) and
+	// runs commands chrooted into it, so absolute paths in scripts
+	// (/logs/verifier/reward.txt) land in the sandbox and not on the host.
+	// Needs root.
+	Busybox string
 }
 
 type provider struct {
@@ -80,6 +86,12 @@ func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, e
 	dir := filepath.Join(p.state, id)
 	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
 		return nil, types.Classify(types.Unavailable, err)
+	}
+	if p.opts.Busybox != "" {
+		if err := seedRoot(filepath.Join(dir, "root"), p.opts.Busybox); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	now := time.Now()
 	m := meta{
