@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +24,17 @@ type Process struct {
 	pid  int
 	user string
 	done chan struct{}
+	once sync.Once
 	code int
 	err  error
+}
+
+// finish records the result once and releases Wait.
+func (p *Process) finish(code int, err error) {
+	p.once.Do(func() {
+		p.code, p.err = code, err
+		close(p.done)
+	})
 }
 
 var _ driver.Process = (*Process)(nil)
@@ -232,9 +242,8 @@ func (c *Client) follow(stream eventStream, sctx context.Context, cancel context
 	c.streams.Add(1)
 	go func() {
 		defer c.streams.Done()
-		defer close(p.done)
 		defer cancel(nil)
-		p.code, p.err = p.read(stream, sctx, cancel, stdout, stderr, timeout)
+		p.finish(p.read(stream, sctx, cancel, stdout, stderr, timeout))
 	}()
 	return p
 }
@@ -264,8 +273,17 @@ func (p *Process) read(stream eventStream, sctx context.Context, cancel context.
 					stderr = nil
 				}
 			}
-		case ev.End != nil:
+		case ev.End != nil && end == nil:
+			// Everything has been delivered: release Wait now and read the
+			// trailer after, so the connection can be reused.
 			end = ev.End
+			code := exitCodeOf(end)
+			timedOut := timeout > 0 && errors.Is(context.Cause(sctx), context.DeadlineExceeded)
+			if (end.Error != nil && *end.Error == timeoutError) || (timedOut && !end.Exited) {
+				p.finish(code, types.Errorf(types.DeadlineExceeded, "envd exec: command timed out after %v", timeout))
+			} else {
+				p.finish(code, nil)
+			}
 		}
 	}
 	err := stream.Err()
@@ -274,11 +292,7 @@ func (p *Process) read(stream eventStream, sctx context.Context, cancel context.
 	timedOut := timeout > 0 && errors.Is(cause, context.DeadlineExceeded)
 	switch {
 	case end != nil:
-		code := exitCodeOf(end)
-		if (end.Error != nil && *end.Error == timeoutError) || (timedOut && !end.Exited) {
-			return code, types.Errorf(types.DeadlineExceeded, "envd exec: command timed out after %v", timeout)
-		}
-		return code, nil
+		return 0, nil // finished above; finish ignores this
 	case timedOut:
 		// The server kills at the same deadline; make sure of it.
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(p.c.ctx), time.Second)
@@ -325,8 +339,8 @@ func exited(c *Client, code int, msg string, stderr io.Writer) *Process {
 	if stderr != nil {
 		_, _ = fmt.Fprintf(stderr, "berth: %s\n", msg)
 	}
-	p := &Process{c: c, code: code, done: make(chan struct{})}
-	close(p.done)
+	p := &Process{c: c, done: make(chan struct{})}
+	p.finish(code, nil)
 	return p
 }
 
