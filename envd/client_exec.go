@@ -22,7 +22,6 @@ import (
 type Process struct {
 	c    *Client
 	pid  int
-	user string
 	done chan struct{}
 	once sync.Once
 	code int
@@ -314,11 +313,15 @@ func (p *Process) read(stream eventStream, sctx context.Context, cancel context.
 	return -1, types.Errorf(types.Unavailable, "envd exec: process %d exited without a result", p.pid)
 }
 
-// pumpStdin copies r to the process with SendInput and closes stdin at EOF.
-// It stops quietly when the process is gone.
+// pumpStdin copies r to the process with SendInput and closes stdin at EOF
+// or at the first failure (a process gone, a refused chunk), so that the
+// process never waits for input that will not come.
 func (p *Process) pumpStdin(ctx context.Context, r io.Reader) {
 	buf := make([]byte, 64<<10)
 	sel := envdproto.SelectPID(p.pid)
+	defer func() {
+		_, _ = p.c.closeStdin.CallUnary(ctx, request(p.c, &envdproto.CloseStdinRequest{Process: sel}, ""))
+	}()
 	for {
 		n, rerr := r.Read(buf)
 		if n > 0 {
@@ -328,7 +331,6 @@ func (p *Process) pumpStdin(ctx context.Context, r io.Reader) {
 			}
 		}
 		if rerr != nil {
-			_, _ = p.c.closeStdin.CallUnary(ctx, request(p.c, &envdproto.CloseStdinRequest{Process: sel}, ""))
 			return
 		}
 	}

@@ -211,3 +211,12 @@ func TestAccessToken(t *testing.T) {
 		}
 	})
 }
+
+func TestRefusedStdinClosesStdin(t *testing.T) {
+	// Chunks larger than the server accepts: the process must see EOF, not hang.
+	e := unixEnv(t, ServerOptions{MaxMessageBytes: 1 << 10})
+	code, out, _, err := run(t, e.client, types.Command{Args: []string{"wc", "-c"}, Stdin: bytes.NewReader(make([]byte, 8<<10))})
+	if err != nil || code != 0 || strings.TrimSpace(out) != "0" {
+		t.Fatalf("wc: %d %q %v", code, out, err)
+	}
+}
