@@ -349,6 +349,9 @@ func TestServerCloseKillsProcesses(t *testing.T) {
 	if err != nil || code != 137 {
 		t.Fatalf("after server close: %d %v, want 137", code, err)
 	}
+	if _, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"true"}}); !errors.Is(err, types.ErrUnavailable) {
+		t.Fatalf("exec on a closed server: %v, want Unavailable", err)
+	}
 	// The whole group died, the background sleep included (it may linger
 	// a moment as a zombie until its new parent reaps it).
 	ctx := ctxT(t)

@@ -52,7 +52,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller, raw 
 		writeHTTPError(w, http.StatusBadRequest, "path: %v", err)
 		return
 	}
-	f, err := os.Open(p)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		writeHTTPError(w, httpStatusOf(err), "%v", err)
 		return

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/berth-sh/berth/sandbox/types"
@@ -111,6 +112,10 @@ func TestFilesErrorClasses(t *testing.T) {
 		c, ctx := e.client, ctxT(t)
 		dir := t.TempDir()
 		missing := filepath.Join(dir, "missing")
+		fifo := filepath.Join(dir, "fifo")
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		checks := []struct {
 			name string
 			err  error
@@ -118,6 +123,7 @@ func TestFilesErrorClasses(t *testing.T) {
 		}{
 			{"read missing", func() error { _, err := c.ReadFile(ctx, missing); return err }(), types.ErrNotFound},
 			{"read dir", func() error { _, err := c.ReadFile(ctx, dir); return err }(), types.ErrInvalidArgument},
+			{"read fifo", func() error { _, err := c.ReadFile(ctx, fifo); return err }(), types.ErrInvalidArgument},
 			{"stat missing", func() error { _, err := c.Stat(ctx, missing); return err }(), types.ErrNotFound},
 			{"list missing", func() error { _, err := c.ListDir(ctx, missing); return err }(), types.ErrNotFound},
 			{"list file", func() error { _, err := c.ListDir(ctx, "/etc/hostname"); return err }(), types.ErrInvalidArgument},

@@ -32,6 +32,9 @@ type startParams struct {
 // already attached, so that the Start stream sees every byte of output.
 func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
 	cfg := sp.cfg
+	if s.procs.isClosed() {
+		return nil, nil, connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
+	}
 	if cfg == nil || cfg.Cmd == "" {
 		return nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
 	}

@@ -113,6 +113,12 @@ type procTable struct {
 
 func newProcTable() *procTable { return &procTable{byPID: map[int]*proc{}} }
 
+func (t *procTable) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
 // add registers p; false means the table is closing and p must be killed
 // (it is registered all the same, so that closeAll waits for its end).
 func (t *procTable) add(p *proc) bool {
