@@ -122,6 +122,34 @@ func TestPullFromRegistry(t *testing.T) {
 	}
 }
 
+func TestConfigCarried(t *testing.T) {
+	ctx := context.Background()
+	cfg := v1.Config{
+		Env:        []string{"PATH=/bin", "A=b=c"},
+		WorkingDir: "/work",
+		User:       "1000:1000",
+		Entrypoint: []string{"/bin/entry", "--flag"},
+		Cmd:        []string{"serve"},
+		Labels:     map[string]string{"k": "v"},
+		StopSignal: "SIGINT",
+	}
+	host := testimage.Serve(t, map[string]v1.Image{"cfg:1": testimage.Image(t, cfg, testimage.Layer(t, E{Name: "f", Body: "x"}))})
+	s := newStore(t)
+	if _, err := s.Pull(ctx, host+"/cfg:1"); err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.Resolve(ctx, host+"/cfg:1") // read back from the index file
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := img.Config
+	if strings.Join(c.Env, ",") != "PATH=/bin,A=b=c" || c.WorkingDir != "/work" || c.User != "1000:1000" ||
+		strings.Join(c.Entrypoint, " ") != "/bin/entry --flag" || strings.Join(c.Cmd, " ") != "serve" ||
+		c.Labels["k"] != "v" || c.StopSignal != "SIGINT" || c.OS != "linux" || c.Architecture == "" {
+		t.Errorf("config %+v does not match %+v", c, cfg)
+	}
+}
+
 func TestPullUnknownImage(t *testing.T) {
 	host := testimage.Serve(t, nil)
 	s := newStore(t)

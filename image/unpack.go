@@ -57,6 +57,37 @@ type unpacker struct {
 	dirs  []string // explicit directory entries, for modes and times at the end
 	buf   []byte
 	euid  int
+
+	// The directory of the last entry, opened as a Root of its own: entries
+	// come grouped by directory, and one openat per entry is much cheaper
+	// than os.Root walking every component of every path. Dropped whenever
+	// anything is removed, since it could be the directory removed.
+	atDir  string
+	atRoot *os.Root
+}
+
+// at returns a Root on p's parent directory and p's base name. The parent
+// was checked by parents, so it is a real directory of this layer.
+func (u *unpacker) at(p string) (*os.Root, string, error) {
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if u.atRoot != nil && u.atDir == dir {
+		return u.atRoot, base, nil
+	}
+	u.dropAt()
+	r, err := u.root.OpenRoot(rootRel(dir))
+	if err != nil {
+		return nil, "", err
+	}
+	u.atDir, u.atRoot = dir, r
+	return r, base, nil
+}
+
+func (u *unpacker) dropAt() {
+	if u.atRoot != nil {
+		u.atRoot.Close()
+		u.atRoot = nil
+	}
 }
 
 // unpackResult is what unpacking a layer learned about it.
@@ -81,6 +112,7 @@ func unpackLayer(ctx context.Context, dir string, r io.Reader) (unpackResult, er
 		buf:   make([]byte, 1<<20),
 		euid:  os.Geteuid(),
 	}
+	defer u.dropAt()
 	h := sha256.New()
 	cr := &countingReader{ctx: ctx, r: io.TeeReader(r, h)}
 	tr := tar.NewReader(cr)
@@ -197,7 +229,11 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := u.root.Mkdir(p, 0o700); err != nil {
+		r, base, err := u.at(p)
+		if err != nil {
+			return fsError(hdr.Name, err)
+		}
+		if err := r.Mkdir(base, 0o700); err != nil {
 			return fsError(hdr.Name, err)
 		}
 		u.nodes[p] = &node{typ: tar.TypeDir, hdr: hdr}
@@ -206,7 +242,11 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header) error {
 	case tar.TypeReg: // the reader turns old-style TypeRegA into TypeReg or TypeDir
 		return u.file(tr, p, hdr)
 	case tar.TypeSymlink:
-		if err := u.root.Symlink(hdr.Linkname, p); err != nil {
+		r, base, err := u.at(p)
+		if err != nil {
+			return fsError(hdr.Name, err)
+		}
+		if err := r.Symlink(hdr.Linkname, base); err != nil {
 			return fsError(hdr.Name, err)
 		}
 		u.nodes[p] = &node{typ: tar.TypeSymlink, hdr: hdr}
@@ -255,6 +295,7 @@ func (u *unpacker) parents(name, dir string) error {
 
 // remove deletes p and forgets everything under it.
 func (u *unpacker) remove(p string) error {
+	u.dropAt()
 	if err := u.root.RemoveAll(p); err != nil {
 		return fsError(p, err)
 	}
@@ -324,7 +365,11 @@ func rootRel(p string) string {
 }
 
 func (u *unpacker) file(tr *tar.Reader, p string, hdr *tar.Header) (err error) {
-	f, err := u.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	r, base, err := u.at(p)
+	if err != nil {
+		return fsError(hdr.Name, err)
+	}
+	f, err := r.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fsError(hdr.Name, err)
 	}
@@ -353,10 +398,19 @@ func (u *unpacker) file(tr *tar.Reader, p string, hdr *tar.Header) (err error) {
 			return fsError(hdr.Name, fmt.Errorf("set xattr %s: %w", x.name, err))
 		}
 	}
-	if err := u.root.Chtimes(p, hdr.AccessTime, hdr.ModTime); err != nil {
+	// Last, on the open file: any write after it would move the mtime.
+	if err := unix.Futimes(int(f.Fd()), fileTimes(hdr)); err != nil {
 		return fsError(hdr.Name, err)
 	}
 	return nil
+}
+
+func fileTimes(hdr *tar.Header) []unix.Timeval {
+	atime := hdr.AccessTime
+	if atime.IsZero() {
+		atime = hdr.ModTime
+	}
+	return []unix.Timeval{unix.NsecToTimeval(atime.UnixNano()), unix.NsecToTimeval(hdr.ModTime.UnixNano())}
 }
 
 func (u *unpacker) hardlink(p string, hdr *tar.Header) error {
@@ -380,7 +434,11 @@ func (u *unpacker) hardlink(p string, hdr *tar.Header) error {
 
 // owner sets the owner of p without following a symlink.
 func (u *unpacker) owner(p string, hdr *tar.Header) error {
-	if err := u.chown(func(uid, gid int) error { return u.root.Lchown(p, uid, gid) }, hdr); err != nil {
+	r, base, err := u.at(p)
+	if err != nil {
+		return fsError(hdr.Name, err)
+	}
+	if err := u.chown(func(uid, gid int) error { return r.Lchown(base, uid, gid) }, hdr); err != nil {
 		return fsError(hdr.Name, err)
 	}
 	return nil
