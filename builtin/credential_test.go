@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -322,22 +324,35 @@ func TestLaunch(t *testing.T) {
 	})
 }
 
-// A driver opened with a file credential logs nothing secret, and its
-// placeholder error holds no secret either (checked in TestMain).
+// A driver opened with a file credential logs nothing secret, at debug level
+// too, and creates a sandbox on an in-process Modal server that accepts only
+// that credential: the secret reached the SDK and nowhere else (checked in
+// TestMain).
 func TestOpenLogs(t *testing.T) {
 	var logs strings.Builder
 	home := t.TempDir()
 	put(t, filepath.Join(home, ".modal.toml"), modalTOML("default"))
-	p, err := Registry().Open(t.Context(), "modal", registry.MapEnviron(nil, home), slog.New(slog.NewTextHandler(&logs, nil)))
+	srv := modaltest.New(t, modaltest.Options{TokenID: modalID, TokenSecret: modalSecret})
+	// The SDK reads the server's address from the process environment.
+	t.Setenv("MODAL_SERVER_URL", srv.URL())
+	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(home, ".modal.toml"))
+	env := registry.MapEnviron(map[string]string{"MODAL_SERVER_URL": srv.URL()}, home)
+	p, err := Registry().Open(t.Context(), "modal", env, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	_, err = p.Create(t.Context(), types.Spec{Image: "alpine"})
-	if !errors.Is(err, types.ErrNotSupported) {
+	sb, err := p.Create(t.Context(), types.Spec{Image: "alpine"})
+	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	printed.add(err, logs.String())
+	defer sb.Delete(context.WithoutCancel(t.Context()))
+	defer sb.Close()
+	res, err := sb.Run(t.Context(), types.Command{Args: []string{"sh", "-c", "env"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed.add(fmt.Sprint(err), string(res.Stdout), logs.String())
 }
 
 // TestMain greps everything the tests printed (messages, errors, notes,

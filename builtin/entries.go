@@ -1,9 +1,12 @@
 package builtin
 
 import (
+	"context"
 	"time"
 
+	modalprovider "github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -98,5 +101,18 @@ func modal() registry.Entry {
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 			GPUs:         true,
 		},
+		Open: openModal,
 	}
+}
+
+// openModal hands the resolved token pair to the Modal SDK; the SDK is the
+// only place it is revealed.
+func openModal(_ context.Context, cfg registry.Config) (driver.Provider, error) {
+	return modalprovider.New(modalprovider.Options{
+		TokenID:     cfg.Secrets["MODAL_TOKEN_ID"].Reveal(),
+		TokenSecret: cfg.Secrets["MODAL_TOKEN_SECRET"].Reveal(),
+		Environment: cfg.Env.Get("MODAL_ENVIRONMENT"),
+		Getenv:      cfg.Env.Get,
+		Logger:      cfg.Logger,
+	})
 }

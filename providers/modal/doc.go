@@ -1,0 +1,35 @@
+// Package modal is the sandbox driver for Modal, built on Modal's official Go
+// SDK (github.com/modal-labs/modal-client/go). Package builtin opens it from
+// the registry's modal entry; nothing else should import it.
+//
+// Mapping: every sandbox lives in one app per provider (Options.App, default
+// "berth") in the workspace environment (Options.Environment, else the
+// profile's default). The Spec's image is a registry reference built with
+// Images.FromRegistry; CPUs and memory are requests unless the Spec asks for
+// limits; the TTL is the sandbox timeout (whole seconds, at most 24 hours);
+// network "none" is BlockNetwork; labels are tags, and List finds sandboxes
+// by them. Exec drains stdout and stderr concurrently, because a Modal
+// process blocks when a stream is not consumed. Files go through the SDK's
+// Filesystem; permission bits other than 0644 are set with chmod in the
+// sandbox. Delete is Terminate.
+//
+// The SDK has no calls for some driver contracts; those fail with
+// NotSupported and say why: SetTimeout (a sandbox's timeout is fixed at
+// creation), Process.Signal (an exec has no kill call), and commands as
+// another user. Process.PID is 0: the SDK does not report one.
+//
+// Errors: the SDK's error types carry only a string and do not unwrap, and
+// most calls return raw gRPC statuses; both are mapped onto the classes of
+// sandbox/types with the cause kept. A throttle (RESOURCE_EXHAUSTED with
+// Modal's RPCRetryPolicy) is ResourceExhausted and reports the advised wait
+// through RetryAfter; a quota (RESOURCE_EXHAUSTED without one) is
+// ResourceExhausted marked permanent, so throttle.Gate does not retry it.
+// The SDK itself waits out throttles up to Options.MaxThrottleWait before
+// they reach the caller.
+//
+// The SDK reads MODAL_SERVER_URL and MODAL_SANDBOX_V2 from the process
+// environment (or the profile file) itself; New refuses to start when
+// Options.Getenv disagrees with the process on them, rather than let the
+// caller's value be silently ignored. The token pair and the environment
+// are handed to the SDK directly.
+package modal

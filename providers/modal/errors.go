@@ -1,0 +1,152 @@
+package modal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	sdk "github.com/modal-labs/modal-client/go"
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// classify maps an error of the SDK onto a class of sandbox/types, keeping it
+// as the cause. The SDK's own error types hold only a string and do not
+// unwrap, so they are matched by type; everything else it returns is a gRPC
+// status. Context errors pass through: ClassOf already reads a deadline, and
+// a cancellation must stay unclassified so nobody retries it.
+func classify(err error) error {
+	if err == nil || types.ClassOf(err) != types.Unknown || errors.Is(err, context.Canceled) {
+		return err
+	}
+	switch c := sdkClass(err); {
+	case c == types.ResourceExhausted:
+		return exhausted(err)
+	case c != types.Unknown:
+		return types.Classify(c, err)
+	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.ResourceExhausted {
+			return exhausted(err)
+		}
+		if c := codeClass(st.Code()); c != types.Unknown {
+			return types.Classify(c, err)
+		}
+	}
+	return err
+}
+
+// sdkClass is the class of one of the SDK's error types, or Unknown.
+func sdkClass(err error) types.Class {
+	switch {
+	case as[sdk.NotFoundError](err), as[sdk.SandboxFilesystemNotFoundError](err),
+		// A sandbox that has ended, for an operation that needs it running.
+		as[sdk.ConflictError](err):
+		return types.NotFound
+	case as[sdk.AlreadyExistsError](err), as[sdk.SandboxFilesystemPathAlreadyExistsError](err):
+		return types.AlreadyExists
+	case as[sdk.InvalidError](err), as[sdk.SandboxFilesystemIsADirectoryError](err),
+		as[sdk.SandboxFilesystemNotADirectoryError](err), as[sdk.SandboxFilesystemDirectoryNotEmptyError](err),
+		as[sdk.SandboxFilesystemFileTooLargeError](err), as[sdk.SandboxFilesystemPermissionError](err),
+		// A handle used after Detach: the caller's mistake.
+		as[sdk.ClientClosedError](err):
+		return types.InvalidArgument
+	case as[sdk.ResourceExhaustedError](err):
+		return types.ResourceExhausted
+	case as[sdk.ExecTimeoutError](err), as[sdk.SandboxTimeoutError](err), as[sdk.TimeoutError](err):
+		return types.DeadlineExceeded
+	case as[sdk.InternalFailure](err):
+		return types.Unavailable
+	}
+	return types.Unknown
+}
+
+func as[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+// codeClass maps a gRPC status code onto a class.
+func codeClass(c codes.Code) types.Class {
+	switch c {
+	case codes.NotFound:
+		return types.NotFound
+	case codes.AlreadyExists:
+		return types.AlreadyExists
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return types.InvalidArgument
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return types.Unauthenticated
+	case codes.ResourceExhausted:
+		return types.ResourceExhausted
+	case codes.Unavailable, codes.Internal, codes.Aborted, codes.DataLoss:
+		return types.Unavailable
+	case codes.DeadlineExceeded:
+		return types.DeadlineExceeded
+	case codes.Unimplemented:
+		return types.NotSupported
+	}
+	return types.Unknown
+}
+
+// exhausted tells a throttle from a quota. Modal attaches an RPCRetryPolicy
+// to throttles; the SDK waits those out up to MaxThrottleWait and returns
+// the status when waiting longer would pass that bound, so its advised wait
+// goes to the caller through RetryAfter. Without a policy the workspace has
+// used up a quota, which waiting does not free: the error is marked
+// permanent and keeps the server's text, which names the quota. The SDK's
+// "insufficient capacity" (nothing scheduled it in time) may free up, so it
+// stays retryable.
+func exhausted(err error) error {
+	if after, ok := retryAfter(err); ok {
+		return types.Classify(types.ResourceExhausted, &throttled{err: err, after: after})
+	}
+	if as[sdk.ResourceExhaustedError](err) {
+		return types.Classify(types.ResourceExhausted, err)
+	}
+	return throttle.Permanent(types.Errorf(types.ResourceExhausted, "quota reached (waiting will not free it): %w", err))
+}
+
+// retryAfter reads Modal's retry hint from a status's details.
+func retryAfter(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if p, ok := d.(*pb.RPCRetryPolicy); ok {
+			return time.Duration(float64(p.GetRetryAfterSecs()) * float64(time.Second)), true
+		}
+	}
+	return 0, false
+}
+
+// throttled is a throttle with the wait the server advised; throttle.Gate
+// reads it through RetryAfter.
+type throttled struct {
+	err   error
+	after time.Duration
+}
+
+func (t *throttled) Error() string {
+	return fmt.Sprintf("throttled, retry after %v: %v", t.after, t.err)
+}
+func (t *throttled) Unwrap() error             { return t.err }
+func (t *throttled) RetryAfter() time.Duration { return t.after }
+
+var _ throttle.RetryAfter = (*throttled)(nil)
+
+// redacted is a cause whose text must not be shown (it may quote a config
+// file, which can hold the token): it prints msg and unwraps to the cause.
+type redacted struct {
+	msg   string
+	cause error
+}
+
+func (r *redacted) Error() string { return r.msg }
+func (r *redacted) Unwrap() error { return r.cause }

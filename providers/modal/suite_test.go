@@ -1,0 +1,70 @@
+package modal_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth/providers/modal"
+	"github.com/berth-sh/berth/providers/modal/modaltest"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testImage is what the suite asks for; the in-process server runs every
+// image on the host.
+const testImage = "debian:bookworm-slim"
+
+// serve starts an in-process server and points the SDK at it through the
+// process environment, which is where the SDK reads MODAL_SERVER_URL. The
+// host's own Modal configuration is kept out.
+func serve(t *testing.T) *modaltest.Server {
+	t.Helper()
+	srv := modaltest.New(t, modaltest.Options{})
+	t.Setenv("MODAL_SERVER_URL", srv.URL())
+	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
+	t.Setenv("MODAL_PROFILE", "")
+	t.Setenv("MODAL_SANDBOX_V2", "1")
+	t.Setenv("MODAL_TOKEN_ID", "")
+	t.Setenv("MODAL_TOKEN_SECRET", "")
+	return srv
+}
+
+// openDriver opens the driver against srv; mod may change the options.
+func openDriver(t testing.TB, srv *modaltest.Server, mod func(*modal.Options)) *modal.Provider {
+	t.Helper()
+	opts := modal.Options{TokenID: srv.TokenID(), TokenSecret: srv.TokenSecret(), Getenv: os.Getenv}
+	if mod != nil {
+		mod(&opts)
+	}
+	d, err := modal.New(opts)
+	if err != nil {
+		t.Fatalf("open modal driver: %v", err)
+	}
+	return d
+}
+
+// skips are the features the SDK gives no way to provide.
+var skips = map[sandboxtest.Feature]string{
+	sandboxtest.FeatureSignal: "the Modal SDK has no call to signal an exec",
+	sandboxtest.FeatureExpiry: "the Modal SDK cannot change a sandbox's timeout after creation",
+}
+
+func TestSuite(t *testing.T) {
+	srv := serve(t)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			return sandbox.NewProvider("modal", openDriver(t, srv, nil))
+		},
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: testImage, TTL: 10 * time.Minute} },
+		Skip: skips,
+	})
+	if left := srv.Running(); len(left) != 0 {
+		t.Errorf("sandboxes still running after the suite: %v", left)
+	}
+}
