@@ -2,7 +2,6 @@ package envd
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,8 +33,6 @@ type ServerOptions struct {
 	// ExitGrace is how long output is still read after a process exits while
 	// a leftover child keeps its stdout or stderr open; 0 means 100 ms.
 	ExitGrace time.Duration
-	// Logger receives failures that no caller sees; nil discards them.
-	Logger *slog.Logger
 }
 
 const (
@@ -66,9 +63,6 @@ func (o *ServerOptions) fill() error {
 	}
 	if o.Env == nil {
 		o.Env = os.Environ()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
