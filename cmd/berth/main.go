@@ -105,6 +105,12 @@ for the environment a worker needs.`,
 		a.envCmd(),
 		a.doctorCmd(),
 		a.versionCmd(),
+		a.sandboxesCmd(),
+		a.execCmd(),
+		a.cpCmd(),
+		a.tasksCmd(),
+		a.runCmd(),
+		a.smokeCmd(),
 	)
 	return root
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth/sandbox"
+)
+
+// backendFlag adds --backend with the default every sandbox verb shares:
+// $BERTH_BACKEND, else local.
+func (a *app) backendFlag(cmd *cobra.Command, backend *string) {
+	cmd.Flags().StringVar(backend, "backend", "", "provider name or alias (default $BERTH_BACKEND, else local)")
+}
+
+func (a *app) backendName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if b := strings.TrimSpace(a.env.Get("BERTH_BACKEND")); b != "" {
+		return b
+	}
+	return "local"
+}
+
+// open resolves the provider's credential the way a worker does and opens
+// it. An unknown backend or a missing credential is a usage error (exit 2).
+func (a *app) open(ctx context.Context, backend string) (*sandbox.Provider, error) {
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := a.reg.Open(ctx, a.backendName(backend), a.env, log)
+	if err != nil {
+		if c := sandbox.ClassOf(err); c == sandbox.NotFound || c == sandbox.Unauthenticated || c == sandbox.InvalidArgument {
+			return nil, usageError(err)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// classExit maps an error onto an exit status: bad input is a usage error.
+func classExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if sandbox.ClassOf(err) == sandbox.InvalidArgument {
+		return usageError(err)
+	}
+	return failure(err)
+}

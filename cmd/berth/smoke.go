@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth/smoke"
+)
+
+func (a *app) smokeCmd() *cobra.Command {
+	o := smoke.Options{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "smoke --connector harbor --backend NAME [--task DIR] [--agent golden|nop] [--json]",
+		Short: "Run the golden episode on one provider: PASS or FAIL in seconds",
+		Long: `Run one task end to end on one provider through five timed phases: image
+resolution, sandbox create, exec (the agent), verifier, teardown. The golden
+agent runs the task's own solution, so a healthy provider scores reward 1.0.
+
+Without --task, a small built-in task runs on the provider's default image; it
+needs nothing but a shell. On the local provider that image is built offline
+from Debian's busybox-static the first time (the command says so).
+
+Exit status: 0 on PASS (reward 1.0 and exit status Submitted), 1 on FAIL, 2 on
+usage or credential errors.`,
+		Example: `  berth smoke --connector harbor --backend local
+  berth smoke --connector harbor --backend e2b --task ./tasks/fix-git
+  berth smoke --connector harbor --backend local --agent nop   # must FAIL`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			o.Registry, o.Env = a.reg, a.env
+			rep, err := smoke.Run(cmd.Context(), o, slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+			if err != nil {
+				var ue *smoke.UsageError
+				if errors.As(err, &ue) {
+					return usageError(err)
+				}
+				return err
+			}
+			if asJSON {
+				fmt.Fprintf(a.stdout, "%s\n", rep.JSON())
+			} else {
+				rep.Print(a.stdout)
+			}
+			if !rep.Pass {
+				return &exitError{code: exitFailure, err: fmt.Errorf("FAIL: reward %g, exit status %s", rep.Reward, rep.ExitStatus)}
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Connector, "connector", "harbor", "task format: harbor (openenv, hud and nemogym are not built yet)")
+	f.StringVar(&o.Backend, "backend", "local", "provider name or alias (see berth providers)")
+	f.StringVar(&o.TaskDir, "task", "", "task directory; default: the built-in task")
+	f.StringVar(&o.Agent, "agent", "golden", "golden (the task's solution) or nop (does nothing; must FAIL)")
+	f.StringVar(&o.ResultsDir, "results-dir", "", "keep the trial directory here (default: a temporary one, kept only on FAIL)")
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	return cmd
+}

@@ -1,0 +1,120 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/berth-sh/berth/harbor/trial"
+)
+
+// Result is the job's result.json, with Harbor's field names.
+type Result struct {
+	ID           string    `json:"id"`
+	StartedAt    time.Time `json:"started_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	FinishedAt   time.Time `json:"finished_at,omitzero"`
+	NTotalTrials int       `json:"n_total_trials"`
+	Stats        Stats     `json:"stats"`
+}
+
+// Stats counts trials.
+type Stats struct {
+	NCompleted int              `json:"n_completed_trials"`
+	NErrored   int              `json:"n_errored_trials"`
+	NRunning   int              `json:"n_running_trials"`
+	NPending   int              `json:"n_pending_trials"`
+	NCancelled int              `json:"n_cancelled_trials"`
+	NRetries   int              `json:"n_retries"`
+	Evals      map[string]*Eval `json:"evals"`
+}
+
+// Eval aggregates the trials of one agent__model__dataset.
+type Eval struct {
+	NTrials        int                            `json:"n_trials"`
+	NErrors        int                            `json:"n_errors"`
+	Metrics        []map[string]float64           `json:"metrics"`
+	PassAtK        map[string]float64             `json:"pass_at_k,omitempty"`
+	RewardStats    map[string]map[string][]string `json:"reward_stats"`
+	ExceptionStats map[string][]string            `json:"exception_stats"`
+}
+
+// evalKey is Harbor's agent__model__dataset key; the built-in agents use no
+// model.
+func evalKey(agent, dataset string) string { return agent + "__none__" + dataset }
+
+// aggregate rebuilds the evals from finished trial results.
+func aggregate(key string, results []*trial.Result, attempts int) *Eval {
+	e := &Eval{RewardStats: map[string]map[string][]string{}, ExceptionStats: map[string][]string{}}
+	sum := 0.0
+	perTask := map[string][]float64{}
+	for _, r := range results {
+		e.NTrials++
+		if r.ExceptionInfo != nil {
+			e.NErrors++
+			e.ExceptionStats[r.ExceptionInfo.ExceptionType] = append(e.ExceptionStats[r.ExceptionInfo.ExceptionType], r.TrialName)
+		}
+		if r.VerifierResult != nil {
+			for k, v := range r.VerifierResult.Rewards {
+				if e.RewardStats[k] == nil {
+					e.RewardStats[k] = map[string][]string{}
+				}
+				s := strconv.FormatFloat(v, 'f', -1, 64)
+				e.RewardStats[k][s] = append(e.RewardStats[k][s], r.TrialName)
+			}
+		}
+		// A missing reward counts as 0, as in Harbor.
+		sum += r.Reward()
+		perTask[r.TaskName] = append(perTask[r.TaskName], r.Reward())
+	}
+	mean := 0.0
+	if e.NTrials > 0 {
+		mean = sum / float64(e.NTrials)
+	}
+	e.Metrics = []map[string]float64{{"mean": mean}}
+	if attempts > 1 {
+		e.PassAtK = passAtK(perTask, attempts)
+	}
+	for _, v := range e.ExceptionStats {
+		slices.Sort(v)
+	}
+	return e
+}
+
+// passAtK is the unbiased pass@k estimate averaged over tasks, for k = 1,
+// 2, 4, ... up to the attempts per task (pass = reward 1.0).
+func passAtK(perTask map[string][]float64, attempts int) map[string]float64 {
+	out := map[string]float64{}
+	for k := 1; k <= attempts; k *= 2 {
+		total, n := 0.0, 0
+		for _, rewards := range perTask {
+			if len(rewards) < k {
+				continue
+			}
+			c := 0
+			for _, r := range rewards {
+				if r >= 1 {
+					c++
+				}
+			}
+			total += 1 - comb(len(rewards)-c, k)/comb(len(rewards), k)
+			n++
+		}
+		if n > 0 {
+			out[fmt.Sprint(k)] = total / float64(n)
+		}
+	}
+	return out
+}
+
+func comb(n, k int) float64 {
+	if k > n {
+		return 0
+	}
+	r := 1.0
+	for i := 0; i < k; i++ {
+		r = r * float64(n-i) / float64(i+1)
+	}
+	return r
+}

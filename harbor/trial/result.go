@@ -1,0 +1,123 @@
+package trial
+
+import (
+	"time"
+)
+
+// Result is a trial's result.json, with Harbor's field names.
+type Result struct {
+	ID             string          `json:"id"`
+	TaskName       string          `json:"task_name"`
+	TrialName      string          `json:"trial_name"`
+	TrialURI       string          `json:"trial_uri"`
+	TaskChecksum   string          `json:"task_checksum"`
+	Source         string          `json:"source,omitempty"`
+	Config         ConfigEcho      `json:"config"`
+	AgentInfo      AgentInfo       `json:"agent_info"`
+	AgentResult    AgentResult     `json:"agent_result"`
+	VerifierResult *VerifierResult `json:"verifier_result"`
+	ExceptionInfo  *ExceptionInfo  `json:"exception_info"`
+	StartedAt      time.Time       `json:"started_at"`
+	FinishedAt     time.Time       `json:"finished_at"`
+
+	EnvironmentSetup *Timing `json:"environment_setup"`
+	AgentSetup       *Timing `json:"agent_setup"`
+	AgentExecution   *Timing `json:"agent_execution"`
+	Verifier         *Timing `json:"verifier"`
+	// ImageResolution is berth's own addition: the part of
+	// environment_setup spent fetching or building the image.
+	ImageResolution *Timing `json:"image_resolution,omitempty"`
+	// Teardown is berth's own addition: how long deleting the sandbox took.
+	Teardown *Timing `json:"teardown,omitempty"`
+
+	// SandboxID and Provider say where the trial ran (berth's addition).
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+
+	retryable bool
+}
+
+// Retryable reports whether the trial failed on infrastructure in a way
+// that may pass if run again (see Error.Retryable).
+func (r *Result) Retryable() bool { return r.retryable }
+
+// ConfigEcho is the trial configuration as recorded in result.json and
+// config.json.
+type ConfigEcho struct {
+	TaskPath          string   `json:"task_path"`
+	TrialName         string   `json:"trial_name"`
+	JobID             string   `json:"job_id,omitempty"`
+	Agent             string   `json:"agent"`
+	Environment       string   `json:"environment"`
+	TimeoutMultiplier float64  `json:"timeout_multiplier"`
+	OverrideCPUs      float64  `json:"override_cpus,omitempty"`
+	OverrideMemoryMB  int      `json:"override_memory_mb,omitempty"`
+	OverrideStorageMB int      `json:"override_storage_mb,omitempty"`
+	NoDelete          bool     `json:"no_delete,omitempty"`
+	Attempt           int      `json:"attempt"`
+	Labels            []string `json:"labels,omitempty"`
+}
+
+// AgentInfo names the agent.
+type AgentInfo struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	ModelInfo any    `json:"model_info"`
+}
+
+// AgentResult is what the agent reports; the built-in agents use no model,
+// so the token counts stay null.
+type AgentResult struct {
+	NInputTokens   *int64         `json:"n_input_tokens"`
+	NOutputTokens  *int64         `json:"n_output_tokens"`
+	CostUSD        *float64       `json:"cost_usd"`
+	RolloutDetails any            `json:"rollout_details"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+// VerifierResult holds the rewards read from the reward file.
+type VerifierResult struct {
+	Rewards map[string]float64 `json:"rewards"`
+}
+
+// ExceptionInfo describes why a trial failed.
+type ExceptionInfo struct {
+	ExceptionType      string    `json:"exception_type"`
+	ExceptionMessage   string    `json:"exception_message"`
+	ExceptionTraceback string    `json:"exception_traceback"`
+	OccurredAt         time.Time `json:"occurred_at"`
+}
+
+// Timing is one phase's start and end.
+type Timing struct {
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Duration of the phase.
+func (t *Timing) Duration() time.Duration {
+	if t == nil || t.FinishedAt.IsZero() {
+		return 0
+	}
+	return t.FinishedAt.Sub(t.StartedAt)
+}
+
+// Reward is the trial's main reward: "reward" when present, else the only
+// value, else 0 (Harbor counts a missing reward as 0).
+func (r *Result) Reward() float64 {
+	if r.VerifierResult == nil {
+		return 0
+	}
+	if v, ok := r.VerifierResult.Rewards["reward"]; ok {
+		return v
+	}
+	if len(r.VerifierResult.Rewards) == 1 {
+		for _, v := range r.VerifierResult.Rewards {
+			return v
+		}
+	}
+	return 0
+}
+
+// Failed reports whether the trial ended with an exception.
+func (r *Result) Failed() bool { return r.ExceptionInfo != nil }
