@@ -2,8 +2,11 @@ package builtin
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
+	daytonaprovider "github.com/berth-sh/berth/providers/daytona"
 	modalprovider "github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -74,7 +77,34 @@ func daytona() registry.Entry {
 			ResourceMode: types.ResourcesLimits,
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		},
+		Open: openDaytona,
 	}
+}
+
+// openDaytona opens the REST driver on the resolved key. The key stays a
+// registry.Secret inside the driver, revealed only into the Authorization
+// header. DAYTONA_DISK_QUOTA_GB, when set, caps the disk of the sandboxes
+// kept at once under the account's total disk quota.
+func openDaytona(_ context.Context, cfg registry.Config) (driver.Provider, error) {
+	base := cfg.Env.Get("DAYTONA_API_URL")
+	if base == "" {
+		base = cfg.Env.Get("DAYTONA_SERVER_URL")
+	}
+	quota := 0
+	if q := strings.TrimSpace(cfg.Env.Get("DAYTONA_DISK_QUOTA_GB")); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 {
+			return nil, types.Errorf(types.InvalidArgument, "DAYTONA_DISK_QUOTA_GB=%q is not a whole number of GB", q)
+		}
+		quota = n
+	}
+	return daytonaprovider.New(daytonaprovider.Options{
+		BaseURL:     base,
+		APIKey:      cfg.Secrets["DAYTONA_API_KEY"],
+		Target:      cfg.Env.Get("DAYTONA_TARGET"),
+		Logger:      cfg.Logger,
+		DiskQuotaGB: quota,
+	})
 }
 
 func modal() registry.Entry {

@@ -1,0 +1,41 @@
+// Package daytona is the driver for Daytona cloud sandboxes. It speaks
+// Daytona's REST control plane and the per-sandbox toolbox API directly with
+// net/http: no Go SDK for Daytona is published where berth is built. Package
+// builtin opens it from the daytona registry entry; nothing else should
+// import it. Its offline twin, package daytonatest, serves the same calls
+// in-process for tests.
+//
+// How a Spec maps onto a create request:
+//   - Image "snapshot:<name>" starts from that Daytona snapshot; any other
+//     image is built by Daytona from the one-line Dockerfile "FROM <image>".
+//   - Resources become whole cpu cores, memory GB and disk GB, rounded up;
+//     a request above the per-sandbox maximum (4 / 8 / 10 by default, see
+//     Limits) is refused before anything is sent.
+//   - TTL becomes autoStopInterval in minutes, rounded up; autoDeleteInterval
+//     is 1440 minutes unless Options say otherwise, so a stopped sandbox still
+//     goes away the next day. DAYTONA_TARGET becomes target.
+//   - Spec.WorkDir travels as the sandbox variable BERTH_WORKDIR, so a
+//     handle made by Connect in another process finds it too.
+//
+// Exec runs each command in its own toolbox session, asynchronously. The
+// session's log is line-based text (stdout and stderr lines marked by the
+// bytes 01 01 01 and 02 02 02), which cannot carry NUL bytes or say whether a
+// last line had a newline. So the command line sent is a small POSIX sh
+// wrapper that pipes the program's stdout and stderr through
+// `dd | base64` chunk by chunk: output arrives as it is written and decodes to
+// the exact bytes. The log is followed over the toolbox's WebSocket; when the
+// stream drops, the driver polls the full log and continues from the byte
+// where the stream stopped. Stdin travels the same way in reverse through the
+// session's input route, with an end marker that closes the program's stdin.
+//
+// Errors map onto the sandbox classes: 401/403 Unauthenticated, 404
+// NotFound, 409 AlreadyExists, 400 InvalidArgument, 5xx Unavailable, and 429
+// ResourceExhausted carrying the advised wait from Retry-After or
+// Retry-After-<throttler> (see RetryAfter). Account quota texts ("Total disk
+// limit exceeded ...") are ResourceExhausted marked throttle.Permanent, so no
+// one waits for a quota that waiting does not free. Calls other than the
+// create itself retry a 429 after the advised wait a bounded number of times.
+//
+// The API key is only ever placed in the Authorization header; server texts
+// that echo it are redacted before they become errors.
+package daytona

@@ -1,0 +1,197 @@
+package daytona
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// fileInfoDTO is the toolbox's FileInfo.
+type fileInfoDTO struct {
+	Name        string `json:"name"`
+	Size        int64  `json:"size"`
+	Mode        string `json:"mode"` // Go's FileMode.String(): "-rw-r--r--"
+	ModifiedAt  string `json:"modifiedAt"`
+	IsDir       bool   `json:"isDir"`
+	Permissions string `json:"permissions"` // "0644"
+}
+
+// replayLimit is the size up to which an upload is held in memory, so that
+// a throttled upload can be sent again.
+const replayLimit = 8 << 20
+
+// WriteFile uploads r to p (the toolbox creates parent directories) and then
+// sets the permission bits, which the upload does not carry.
+func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {
+	u, err := s.tb(ctx, "/files/upload")
+	if err != nil {
+		return err
+	}
+	head, err := io.ReadAll(io.LimitReader(r, replayLimit+1))
+	if err != nil {
+		return fmt.Errorf("daytona: reading the data for %s: %w", p, err)
+	}
+	q := url.Values{"path": {p}}
+	if len(head) <= replayLimit {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", path.Base(p))
+		fw.Write(head)
+		mw.Close()
+		body := buf.Bytes()
+		err = s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(),
+			body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}, nil)
+	} else {
+		err = s.uploadStream(ctx, u, q, p, io.MultiReader(bytes.NewReader(head), r))
+	}
+	if err != nil {
+		return err
+	}
+	pu, err := s.tb(ctx, "/files/permissions")
+	if err != nil {
+		return err
+	}
+	return s.p.c.do(ctx, call{method: http.MethodPost, url: pu, query: url.Values{"path": {p}, "mode": {fmt.Sprintf("%04o", mode&0o7777)}}}, nil)
+}
+
+// uploadStream sends a large file as a streamed multipart body.
+func (s *Sandbox) uploadStream(ctx context.Context, u string, q url.Values, p string, r io.Reader) error {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fw, err := mw.CreateFormFile("file", path.Base(p))
+		if err == nil {
+			_, err = io.Copy(fw, r)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	err := s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(), once: true,
+		body: func() (io.Reader, error) { return pr, nil }}, nil)
+	pr.CloseWithError(errors.New("upload ended"))
+	<-done
+	return err
+}
+
+// ReadFile streams the file at p. A directory is InvalidArgument (the
+// toolbox answers 400 "path must be a file").
+func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	u, err := s.tb(ctx, "/files/download")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.p.c.send(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// Stat describes p. The toolbox follows a final symlink.
+func (s *Sandbox) Stat(ctx context.Context, p string) (types.FileInfo, error) {
+	u, err := s.tb(ctx, "/files/info")
+	if err != nil {
+		return types.FileInfo{}, err
+	}
+	var d fileInfoDTO
+	if err := s.p.c.do(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}}, &d); err != nil {
+		return types.FileInfo{}, err
+	}
+	clean := path.Clean(p)
+	return toFileInfo(path.Base(clean), clean, d), nil
+}
+
+// ListDir lists a directory; listing a file is InvalidArgument.
+func (s *Sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, error) {
+	u, err := s.tb(ctx, "/files")
+	if err != nil {
+		return nil, err
+	}
+	var ds []fileInfoDTO
+	if err := s.p.c.do(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}}, &ds); err != nil {
+		return nil, err
+	}
+	dir := path.Clean(p)
+	out := make([]types.FileInfo, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, toFileInfo(d.Name, path.Join(dir, d.Name), d))
+	}
+	slices.SortFunc(out, func(a, b types.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// MakeDir creates p and its parents. The toolbox's create is MkdirAll,
+// which says nothing of a directory already there, so Stat asks first.
+func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
+	fi, err := s.Stat(ctx, p)
+	switch {
+	case err == nil && fi.Type == types.FileDir:
+		return types.Errorf(types.AlreadyExists, "daytona: directory %s exists", p)
+	case err == nil:
+		return types.Errorf(types.InvalidArgument, "daytona: %s exists and is not a directory", p)
+	case !errors.Is(err, types.ErrNotFound):
+		return err
+	}
+	u, err := s.tb(ctx, "/files/folder")
+	if err != nil {
+		return err
+	}
+	return s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: url.Values{"path": {p}, "mode": {"0755"}}}, nil)
+}
+
+// Remove deletes a file or a directory tree.
+func (s *Sandbox) Remove(ctx context.Context, p string) error {
+	u, err := s.tb(ctx, "/files")
+	if err != nil {
+		return err
+	}
+	return s.p.c.do(ctx, call{method: http.MethodDelete, url: u, query: url.Values{"path": {p}, "recursive": {"true"}}}, nil)
+}
+
+func toFileInfo(name, p string, d fileInfoDTO) types.FileInfo {
+	fi := types.FileInfo{Name: name, Path: p, Size: d.Size, Type: types.FileOther}
+	switch {
+	case d.IsDir || strings.HasPrefix(d.Mode, "d"):
+		fi.Type = types.FileDir
+	case strings.HasPrefix(d.Mode, "L"):
+		fi.Type = types.FileSymlink
+	case strings.HasPrefix(d.Mode, "-"):
+		fi.Type = types.FileRegular
+	}
+	if perm, err := strconv.ParseUint(d.Permissions, 8, 32); err == nil {
+		fi.Mode = uint32(perm) & 0o7777
+	} else if len(d.Mode) >= 9 {
+		fi.Mode = permFromString(d.Mode[len(d.Mode)-9:])
+	}
+	if t, err := time.Parse(time.RFC3339Nano, d.ModifiedAt); err == nil {
+		fi.ModTime = t
+	}
+	return fi
+}
+
+// permFromString reads "rwxr-xr-x".
+func permFromString(s string) uint32 {
+	var m uint32
+	for i, c := range s {
+		if c != '-' {
+			m |= 1 << (8 - i)
+		}
+	}
+	return m
+}

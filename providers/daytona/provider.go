@@ -1,0 +1,110 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+var _ driver.Provider = (*Provider)(nil)
+
+// Capabilities are what the driver supports; the daytona registry entry
+// states the same.
+func Capabilities() types.Capabilities {
+	return types.Capabilities{
+		ResourceMode: types.ResourcesLimits,
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+	}
+}
+
+// Provider is the Daytona driver. It is safe for concurrent use.
+type Provider struct {
+	opts   Options
+	c      *client
+	disk   *diskCap // nil without a disk quota
+	closed atomic.Bool
+}
+
+// New returns a driver for the account whose key opts carry. It makes no
+// request.
+func New(opts Options) (*Provider, error) {
+	opts, base, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		opts: opts,
+		c:    &client{base: base.String(), key: opts.APIKey, hc: opts.HTTPClient, log: opts.Logger, retries: opts.RateLimitRetries},
+	}
+	if opts.DiskQuotaGB > 0 {
+		p.disk = newDiskCap(opts.DiskQuotaGB)
+	}
+	return p, nil
+}
+
+// Capabilities reports what the driver supports.
+func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
+
+// Connect returns a handle to a sandbox by ID or name. A deleted sandbox
+// is NotFound; a stopped or archived one (auto-stop) is started again.
+func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, error) {
+	sb, err := p.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case gone(sb.State):
+		return nil, types.Errorf(types.NotFound, "daytona: sandbox %s is %s", id, sb.State)
+	case failed(sb.State):
+		return nil, types.Errorf(types.InvalidArgument, "daytona: sandbox %s is in state %s: %s", id, sb.State, sb.ErrorReason)
+	case sb.State == stateStarted:
+	case sb.State == stateStopped || sb.State == stateArchived || sb.State == statePaused:
+		if err := p.c.do(ctx, call{method: http.MethodPost, url: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
+			return nil, err
+		}
+		fallthrough
+	default:
+		if sb, err = p.waitStarted(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+	}
+	return p.newHandle(sb), nil
+}
+
+// List returns the sandboxes that carry every given label and are not on
+// their way out.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+	sbs, err := p.list(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	var out []types.Info
+	for _, sb := range sbs {
+		if gone(sb.State) || !types.MatchLabels(sb.Labels, labels) {
+			continue
+		}
+		out = append(out, info(sb))
+	}
+	return out, nil
+}
+
+// Delete destroys a sandbox by ID. One already deleted is NotFound.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	err := p.deleteByID(ctx, id)
+	if p.disk != nil && (err == nil || errors.Is(err, types.ErrNotFound)) {
+		p.disk.releaseID(id)
+	}
+	return err
+}
+
+// Close releases idle connections. Sandboxes live on.
+func (p *Provider) Close() error {
+	if !p.closed.Swap(true) {
+		p.c.hc.CloseIdleConnections()
+	}
+	return nil
+}
