@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	sdk "github.com/modal-labs/modal-client/go"
@@ -120,7 +121,8 @@ func retryAfter(err error) (time.Duration, bool) {
 	}
 	for _, d := range st.Details() {
 		if p, ok := d.(*pb.RPCRetryPolicy); ok {
-			return time.Duration(float64(p.GetRetryAfterSecs()) * float64(time.Second)), true
+			// A float32 of seconds: round off its noise to milliseconds.
+			return time.Duration(math.Round(float64(p.GetRetryAfterSecs())*1000)) * time.Millisecond, true
 		}
 	}
 	return 0, false

@@ -200,7 +200,11 @@ func (p *Provider) appHandle(ctx context.Context) (*sdk.App, error) {
 	}
 	app, err := p.client.Apps.FromName(ctx, p.opts.App, &sdk.AppFromNameParams{CreateIfMissing: true})
 	if err != nil {
-		return nil, fmt.Errorf("app %q: %w", p.opts.App, classify(err))
+		env := p.opts.Environment
+		if env == "" {
+			env = "the profile's default"
+		}
+		return nil, fmt.Errorf("app %q in environment %s: %w", p.opts.App, env, classify(err))
 	}
 	p.mu.Lock()
 	p.app = app

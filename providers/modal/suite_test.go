@@ -26,13 +26,33 @@ const testImage = "debian:bookworm-slim"
 func serve(t *testing.T) *modaltest.Server {
 	t.Helper()
 	srv := modaltest.New(t, modaltest.Options{})
+	serveAt(t, srv)
+	return srv
+}
+
+// serveChroot is serve with commands chrooted into a busybox tree, so that
+// absolute paths in commands are sandbox paths; it skips without root or a
+// static busybox.
+func serveChroot(t *testing.T) *modaltest.Server {
+	t.Helper()
+	bb, err := modaltest.Busybox()
+	if err != nil {
+		t.Skip(err)
+	}
+	srv := modaltest.New(t, modaltest.Options{Busybox: bb})
+	serveAt(t, srv)
+	return srv
+}
+
+// serveAt points the process environment at srv.
+func serveAt(t *testing.T, srv *modaltest.Server) {
+	t.Helper()
 	t.Setenv("MODAL_SERVER_URL", srv.URL())
 	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
 	t.Setenv("MODAL_PROFILE", "")
 	t.Setenv("MODAL_SANDBOX_V2", "1")
 	t.Setenv("MODAL_TOKEN_ID", "")
 	t.Setenv("MODAL_TOKEN_SECRET", "")
-	return srv
 }
 
 // openDriver opens the driver against srv; mod may change the options.
@@ -55,8 +75,13 @@ var skips = map[sandboxtest.Feature]string{
 	sandboxtest.FeatureExpiry: "the Modal SDK cannot change a sandbox's timeout after creation",
 }
 
-func TestSuite(t *testing.T) {
-	srv := serve(t)
+// TestSuite runs the conformance suite with commands as host processes.
+func TestSuite(t *testing.T) { runSuite(t, serve(t)) }
+
+// TestSuiteChroot runs it with commands chrooted into busybox sandboxes.
+func TestSuiteChroot(t *testing.T) { runSuite(t, serveChroot(t)) }
+
+func runSuite(t *testing.T, srv *modaltest.Server) {
 	sandboxtest.Run(t, sandboxtest.Harness{
 		Open: func(t *testing.T) *sandbox.Provider {
 			return sandbox.NewProvider("modal", openDriver(t, srv, nil))

@@ -129,7 +129,11 @@ func (p *proc) startHost(sb *sandbox, spec execSpec, inR *os.File) error {
 	env := map[string]string{"PATH": defaultPath}
 	maps.Copy(env, sb.vars)
 	maps.Copy(env, spec.env)
-	prog, code := lookPath(spec.args[0], sb.root, cwd, env["PATH"])
+	chroot := ""
+	if sb.s.opts.Busybox != "" {
+		chroot = sb.root
+	}
+	prog, code := lookPath(spec.args[0], sb.root, cwd, env["PATH"], chroot != "")
 	if code != 0 {
 		inR.Close()
 		fmt.Fprintf(p.stderr, "%s: %s\n", spec.args[0], map[int32]string{127: "command not found", 126: "permission denied"}[code])
@@ -146,10 +150,14 @@ func (p *proc) startHost(sb *sandbox, spec execSpec, inR *os.File) error {
 		Stdin:       inR,
 		Stdout:      p.stdout,
 		Stderr:      p.stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Chroot: chroot},
 		// Output from children left behind may hold the pipes open; the
 		// exec ends with its process, not with them.
 		WaitDelay: ioGrace,
+	}
+	if chroot != "" {
+		// Inside the chroot the working directory is the sandbox path.
+		cmd.Dir = path.Clean(dir)
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
@@ -224,27 +232,45 @@ func hostPath(root, p string) (string, error) {
 	return filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(path.Clean(p), "/"))), nil
 }
 
-// lookPath finds a program as a shell would, in the command's PATH. The
-// image is the host: bare names and absolute paths missing from the tree are
-// host programs; a relative path with a slash is relative to cwd.
-func lookPath(prog, root, cwd, pathList string) (string, int32) {
-	var cands []string
+// lookPath finds a program as a shell would, in the command's PATH, and
+// returns the path to exec (126 or 127 when there is none). In chroot mode
+// every path is a sandbox path, checked under root. Otherwise the image is
+// the host: bare names and absolute paths missing from the tree are host
+// programs, and a relative path with a slash is relative to cwd.
+func lookPath(prog, root, cwd, pathList string, chroot bool) (string, int32) {
+	type cand struct{ host, exec string }
+	var cands []cand
+	inTree := func(p string) cand {
+		h, _ := hostPath(root, p)
+		return cand{h, p}
+	}
 	switch {
+	case chroot && strings.Contains(prog, "/"):
+		rel, _ := filepath.Rel(root, filepath.Join(cwd, prog))
+		if strings.HasPrefix(prog, "/") {
+			rel = prog
+		}
+		cands = []cand{inTree("/" + strings.TrimPrefix(filepath.ToSlash(rel), "/"))}
 	case strings.HasPrefix(prog, "/"):
-		inTree, _ := hostPath(root, prog)
-		cands = []string{inTree, prog}
+		c := inTree(prog)
+		cands = []cand{{c.host, c.host}, {prog, prog}}
 	case strings.Contains(prog, "/"):
-		cands = []string{filepath.Join(cwd, prog)}
+		p := filepath.Join(cwd, prog)
+		cands = []cand{{p, p}}
 	default:
 		for _, d := range filepath.SplitList(pathList) {
-			if filepath.IsAbs(d) {
-				cands = append(cands, filepath.Join(d, prog))
+			switch {
+			case !filepath.IsAbs(d):
+			case chroot:
+				cands = append(cands, inTree(path.Join(d, prog)))
+			default:
+				cands = append(cands, cand{filepath.Join(d, prog), filepath.Join(d, prog)})
 			}
 		}
 	}
 	code := int32(127)
 	for _, c := range cands {
-		fi, err := os.Stat(c)
+		fi, err := os.Stat(c.host)
 		if err != nil || fi.IsDir() {
 			continue
 		}
@@ -252,7 +278,7 @@ func lookPath(prog, root, cwd, pathList string) (string, int32) {
 			code = 126
 			continue
 		}
-		return c, 0
+		return c.exec, 0
 	}
 	return "", code
 }

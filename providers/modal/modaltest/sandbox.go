@@ -28,10 +28,10 @@ type sandbox struct {
 	dir       string            // <Dir>/<id>; root/ inside is the sandbox's /
 	root      string
 	routerJWT string
-	timer     *time.Timer
 	done      chan struct{} // closed when the sandbox has ended
 
 	mu     sync.Mutex
+	timer  *time.Timer
 	tags   map[string]string
 	result *pb.GenericResult
 	execs  map[string]*proc
@@ -54,7 +54,8 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 		execs:   map[string]*proc{},
 	}
 	sb.root = filepath.Join(sb.dir, "root")
-	// The image is the host, with an empty tree: /tmp and the workdir exist.
+	// The image is the host (or busybox, in chroot mode), with a tree where
+	// /tmp and the workdir exist.
 	for _, d := range []string{"tmp", strings.TrimPrefix(def.GetWorkdir(), "/")} {
 		if err := os.MkdirAll(filepath.Join(sb.root, filepath.FromSlash(d)), 0o755); err != nil {
 			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
@@ -62,6 +63,12 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 	}
 	if err := os.Chmod(filepath.Join(sb.root, "tmp"), 0o1777); err != nil {
 		return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
+	}
+	if s.opts.Busybox != "" {
+		if err := installBusybox(sb.root, s.opts.Busybox); err != nil {
+			_ = os.RemoveAll(sb.dir)
+			return nil, status.Errorf(codes.Internal, "installing busybox in the sandbox: %v", err)
+		}
 	}
 	exp := time.Now().Add(time.Duration(def.GetTimeoutSecs()+3600) * time.Second)
 	sb.routerJWT = jwt(map[string]any{"exp": exp.Unix(), "task_id": sb.taskID})
@@ -75,9 +82,11 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 	s.sandboxes[sb.id] = sb
 	s.tasks[sb.taskID] = sb
 	s.mu.Unlock()
+	sb.mu.Lock()
 	sb.timer = time.AfterFunc(time.Duration(def.GetTimeoutSecs())*time.Second, func() {
 		sb.finish(pb.GenericResult_GENERIC_STATUS_TIMEOUT, "Sandbox timed out")
 	})
+	sb.mu.Unlock()
 	return sb, nil
 }
 
@@ -95,9 +104,10 @@ func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, msg string) {
 	for _, p := range sb.execs {
 		procs = append(procs, p)
 	}
+	timer := sb.timer
 	sb.mu.Unlock()
-	if sb.timer != nil {
-		sb.timer.Stop()
+	if timer != nil {
+		timer.Stop()
 	}
 	for _, p := range procs {
 		p.kill()

@@ -41,6 +41,12 @@ type Options struct {
 	// Dir holds the sandboxes' trees; "" means a temporary directory that
 	// Close removes.
 	Dir string
+	// Busybox, when set (see Busybox), is a static busybox put in every
+	// sandbox's /bin; commands then run chrooted into the sandbox's tree, so
+	// absolute paths in them are sandbox paths. It needs root. Without it
+	// commands are host processes started in the mapped working directory,
+	// and only their working directory is a sandbox path.
+	Busybox string
 }
 
 // Server is a running in-process Modal server.

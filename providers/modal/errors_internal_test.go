@@ -1,0 +1,144 @@
+package modal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modal-labs/modal-client/go"
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+func TestClassify(t *testing.T) {
+	throttledStatus, _ := status.New(codes.ResourceExhausted, "slow down").WithDetails(pb.RPCRetryPolicy_builder{RetryAfterSecs: 1.5}.Build())
+	for _, c := range []struct {
+		name      string
+		err       error
+		class     types.Class
+		retryable bool
+	}{
+		{"sdk not found", sdk.NotFoundError{Exception: "Sandbox gone"}, types.NotFound, false},
+		{"fs not found", sdk.SandboxFilesystemNotFoundError{Exception: "x"}, types.NotFound, false},
+		{"finished sandbox", sdk.ConflictError{Exception: "already finished"}, types.NotFound, false},
+		{"already exists", sdk.AlreadyExistsError{Exception: "x"}, types.AlreadyExists, false},
+		{"fs exists", sdk.SandboxFilesystemPathAlreadyExistsError{Exception: "x"}, types.AlreadyExists, false},
+		{"invalid", sdk.InvalidError{Exception: "x"}, types.InvalidArgument, false},
+		{"is a dir", sdk.SandboxFilesystemIsADirectoryError{Exception: "x"}, types.InvalidArgument, false},
+		{"not a dir", sdk.SandboxFilesystemNotADirectoryError{Exception: "x"}, types.InvalidArgument, false},
+		{"detached", sdk.ClientClosedError{Exception: "x"}, types.InvalidArgument, false},
+		{"capacity", sdk.ResourceExhaustedError{Exception: "Insufficient capacity"}, types.ResourceExhausted, true},
+		{"exec timeout", sdk.ExecTimeoutError{Exception: "x"}, types.DeadlineExceeded, false},
+		{"sandbox timeout", sdk.SandboxTimeoutError{Exception: "x"}, types.DeadlineExceeded, false},
+		{"internal failure", sdk.InternalFailure{Exception: "x"}, types.Unavailable, true},
+		{"wrapped sdk error", fmt.Errorf("layer: %w", sdk.NotFoundError{Exception: "x"}), types.NotFound, false},
+		{"status not found", status.Error(codes.NotFound, "x"), types.NotFound, false},
+		{"status unauthenticated", status.Error(codes.Unauthenticated, "x"), types.Unauthenticated, false},
+		{"status permission", status.Error(codes.PermissionDenied, "x"), types.Unauthenticated, false},
+		{"status precondition", status.Error(codes.FailedPrecondition, "x"), types.InvalidArgument, false},
+		{"status unavailable", status.Error(codes.Unavailable, "x"), types.Unavailable, true},
+		{"status internal", status.Error(codes.Internal, "x"), types.Unavailable, true},
+		{"status deadline", status.Error(codes.DeadlineExceeded, "x"), types.DeadlineExceeded, false},
+		{"status unimplemented", status.Error(codes.Unimplemented, "x"), types.NotSupported, false},
+		{"wrapped status", fmt.Errorf("env: %w", status.Error(codes.NotFound, "x")), types.NotFound, false},
+		{"throttle", throttledStatus.Err(), types.ResourceExhausted, true},
+		{"quota", status.Error(codes.ResourceExhausted, "quota of 3 GPUs"), types.ResourceExhausted, false},
+		{"context deadline", context.DeadlineExceeded, types.DeadlineExceeded, false},
+		{"unknown", errors.New("boom"), types.Unknown, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := classify(c.err)
+			if types.ClassOf(got) != c.class {
+				t.Errorf("class %v, want %v (%v)", types.ClassOf(got), c.class, got)
+			}
+			if !errors.Is(got, c.err) {
+				t.Errorf("cause dropped: %v does not wrap %v", got, c.err)
+			}
+			if throttle.Retryable(got) != c.retryable {
+				t.Errorf("retryable = %v, want %v", throttle.Retryable(got), c.retryable)
+			}
+		})
+	}
+	var ra throttle.RetryAfter
+	if !errors.As(classify(throttledStatus.Err()), &ra) || ra.RetryAfter() != 1500*time.Millisecond {
+		t.Errorf("throttle's advised wait not reported")
+	}
+	if got := classify(context.Canceled); types.ClassOf(got) != types.Unknown || throttle.Retryable(got) {
+		t.Errorf("a cancellation was classified: %v", got)
+	}
+}
+
+func TestCheckProcessEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, c := range []struct {
+		name            string
+		caller, process map[string]string
+		ok              bool
+	}{
+		{"both unset", nil, nil, true},
+		{"same url", map[string]string{"MODAL_SERVER_URL": "http://x"}, map[string]string{"MODAL_SERVER_URL": "http://x"}, true},
+		{"url only in caller", map[string]string{"MODAL_SERVER_URL": "http://x"}, nil, false},
+		{"url only in process", nil, map[string]string{"MODAL_SERVER_URL": "http://x"}, false},
+		{"v2 default vs 1", map[string]string{"MODAL_SANDBOX_V2": "1"}, nil, true},
+		{"v2 true vs 1", map[string]string{"MODAL_SANDBOX_V2": "true"}, map[string]string{"MODAL_SANDBOX_V2": "1"}, true},
+		{"v2 off in caller only", map[string]string{"MODAL_SANDBOX_V2": "0"}, nil, false},
+		{"profile differs", map[string]string{"MODAL_PROFILE": "a"}, nil, true},
+	} {
+		err := checkProcessEnv(env(c.caller), env(c.process))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+	if err := checkProcessEnv(nil, env(map[string]string{"MODAL_SERVER_URL": "x"})); err != nil {
+		t.Errorf("no caller environment: %v", err)
+	}
+}
+
+func TestCeilSeconds(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		0: time.Second, time.Millisecond: time.Second, time.Second: time.Second,
+		1500 * time.Millisecond: 2 * time.Second, time.Hour: time.Hour,
+	} {
+		if got := ceilSeconds(in); got != want {
+			t.Errorf("ceilSeconds(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestBuildLogTail(t *testing.T) {
+	l := &buildLog{}
+	if l.tail() != "" {
+		t.Errorf("empty log has a tail: %q", l.tail())
+	}
+	for i := range 100 {
+		l.add(fmt.Sprintf("line %d\n", i))
+	}
+	tail := l.tail()
+	if want := "line 99"; len(tail) == 0 || tail[len(tail)-len(want):] != want {
+		t.Errorf("tail does not end with the last line: %q", tail)
+	}
+	if n := countLines(tail); n != buildLogLines+1 {
+		t.Errorf("tail has %d lines, want the header and %d", n, buildLogLines)
+	}
+	l.add(string(make([]byte, 3*buildLogBytes)))
+	if len(l.text) > buildLogBytes {
+		t.Errorf("log kept %d bytes, at most %d", len(l.text), buildLogBytes)
+	}
+}
+
+func countLines(s string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if line != "" {
+			n++
+		}
+	}
+	return n
+}
