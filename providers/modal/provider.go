@@ -78,9 +78,10 @@ type Provider struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	app    *sdk.App
-	images map[string]*sdk.Image // built images by reference
+	mu      sync.Mutex
+	app     *sdk.App
+	images  map[string]*sdk.Image // built images by reference
+	handles map[*sandbox]bool     // open handles, detached by Close
 }
 
 // New opens the driver. It does not contact Modal: the app and images are
@@ -126,12 +127,13 @@ func New(opts Options) (*Provider, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Provider{
-		opts:   opts,
-		client: client,
-		log:    opts.Logger,
-		ctx:    ctx,
-		cancel: cancel,
-		images: map[string]*sdk.Image{},
+		opts:    opts,
+		client:  client,
+		log:     opts.Logger,
+		ctx:     ctx,
+		cancel:  cancel,
+		images:  map[string]*sdk.Image{},
+		handles: map[*sandbox]bool{},
 	}, nil
 }
 
@@ -181,11 +183,20 @@ func flag(v string, def bool) bool {
 // Capabilities reports what the driver supports.
 func (p *Provider) Capabilities() types.Capabilities { return Capabilities }
 
-// Close stops background work and closes the SDK's connections. Sandboxes
-// keep running.
+// Close stops background work, detaches the handles still open and closes
+// the SDK's connections. Sandboxes keep running.
 func (p *Provider) Close() error {
 	p.cancel()
 	p.wg.Wait()
+	p.mu.Lock()
+	open := make([]*sandbox, 0, len(p.handles))
+	for h := range p.handles {
+		open = append(open, h)
+	}
+	p.mu.Unlock()
+	for _, h := range open {
+		_ = h.Close()
+	}
 	p.client.Close()
 	return nil
 }

@@ -33,14 +33,22 @@ type sandbox struct {
 
 func (p *Provider) handle(sb *sdk.Sandbox) *sandbox {
 	ctx, cancel := context.WithCancel(p.ctx)
-	return &sandbox{p: p, sb: sb, ctx: ctx, cancel: cancel}
+	s := &sandbox{p: p, sb: sb, ctx: ctx, cancel: cancel}
+	p.mu.Lock()
+	p.handles[s] = true
+	p.mu.Unlock()
+	return s
 }
 
 func (s *sandbox) ID() string { return s.sb.SandboxID }
 
-// Close drops the handle's connection; the sandbox keeps running.
+// Close drops the handle's connection; the sandbox keeps running. It may
+// run twice (the wrapper, then the provider's Close); Detach is idempotent.
 func (s *sandbox) Close() error {
 	s.cancel()
+	s.p.mu.Lock()
+	delete(s.p.handles, s)
+	s.p.mu.Unlock()
 	return s.sb.Detach()
 }
 
