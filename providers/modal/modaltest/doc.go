@@ -33,12 +33,15 @@
 //   - Exec through the router: TaskExecStart, TaskExecStdioRead (resumes at
 //     the requested byte offset), TaskExecWait (code, or the signal of a
 //     killed process), TaskExecStdinWrite, TaskExecStdinWriteStream,
-//     TaskExecStdinStatus. Commands are real host processes, each in its own
-//     process group, in the sandbox's directory: sandbox path /a/b is
-//     <Dir>/<sandbox>/root/a/b for working directories and for the file
-//     tool; programs come from the host and see only the sandbox's and the
-//     command's environment plus a PATH. A missing program exits 127. It
-//     isolates nothing: it is a test double, not a sandbox.
+//     TaskExecStdinStatus. Commands are real processes, each in its own
+//     process group, in the sandbox's tree <Dir>/<sandbox>/root. With
+//     Options.Busybox they run chrooted into it (busybox and its applets in
+//     /bin, /dev/null and friends), so every path in a command is a sandbox
+//     path; without it they are host programs started in the mapped working
+//     directory, and only the working directory and file calls are sandbox
+//     paths. They see only the sandbox's and the command's environment plus
+//     a PATH. A missing program exits 127. It isolates nothing: it is a test
+//     double, not a sandbox.
 //   - The SDK's file calls exec /__modal/.bin/modal-sandbox-fs-tools with a
 //     JSON command; the server runs that tool itself (ListFiles, Stat,
 //     ReadFile, WriteFile, MakeDirectory, Remove) through os.Root on the
