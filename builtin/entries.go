@@ -7,6 +7,7 @@ import (
 	"time"
 
 	daytonaprovider "github.com/berth-sh/berth/providers/daytona"
+	e2bprovider "github.com/berth-sh/berth/providers/e2b"
 	modalprovider "github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -52,7 +53,20 @@ func e2b() registry.Entry {
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 			Pause:        true,
 		},
+		Open: openE2B,
 	}
+}
+
+// openE2B hands the resolved key to the driver, which sends it as X-API-KEY
+// and nowhere else; the addresses come from the worker's environment.
+func openE2B(_ context.Context, cfg registry.Config) (driver.Provider, error) {
+	return e2bprovider.New(e2bprovider.Options{
+		APIKey:     cfg.Secrets["E2B_API_KEY"],
+		APIURL:     cfg.Env.Get("E2B_API_URL"),
+		SandboxURL: cfg.Env.Get("E2B_SANDBOX_URL"),
+		Domain:     cfg.Env.Get("E2B_DOMAIN"),
+		Logger:     cfg.Logger,
+	})
 }
 
 func daytona() registry.Entry {
@@ -127,11 +141,14 @@ func modal() registry.Entry {
 		// The create rate users quote (5/s; more per account on request).
 		Limits: throttle.Limits{CreatesPerSecond: 5},
 		Capabilities: types.Capabilities{
-			ResourceMode: types.ResourcesRequests,
+			// Requests by default; limits as well when the Spec asks.
+			ResourceMode: types.ResourcesBoth,
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 			GPUs:         true,
+			MaxTTL:       24 * time.Hour,
 		},
-		Open: openModal,
+		DefaultImage: "debian:bookworm-slim",
+		Open:         openModal,
 	}
 }
 
