@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/internal/reap"
 )
 
 // Options configure Run.
@@ -62,14 +64,12 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { cancel(); wg.Wait() }()
 	if os.Getpid() == 1 || o.Reap {
-		if pidfdsWork() {
+		if reap.PidfdsWork() {
 			wg.Add(1)
-			go func() { defer wg.Done(); reapLoop(ctx) }()
+			go func() { defer wg.Done(); reap.Loop(ctx) }()
 		} else {
 			logf("agent: pidfds unavailable: not reaping orphans (reaping could steal exit statuses)")
 		}

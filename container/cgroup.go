@@ -71,9 +71,11 @@ func cgroupMounts() (map[string]cgroupMount, error) {
 // hierarchy, as seen from this process's cgroup namespace. Only cgroups whose
 // path ends in suffix (the container's own, e.g. "berth/ID") are returned:
 // a hierarchy the runtime did not place it in shows an ancestor's path, and
-// teardown must never remove an ancestor.
+// teardown must never remove an ancestor. An empty suffix returns all.
 func cgroupPaths(pid int, suffix string) (map[string]string, error) {
-	suffix = "/" + strings.Trim(filepath.Clean(suffix), "/")
+	if suffix != "" {
+		suffix = "/" + strings.Trim(filepath.Clean(suffix), "/")
+	}
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup mounts: %w", err)

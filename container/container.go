@@ -34,9 +34,13 @@ const (
 // etcFiles are generated per container and bind-mounted over the image's.
 var etcFiles = []string{"hosts", "hostname", "resolv.conf"}
 
-// deleteTimeout bounds the wait for a killed container to die: a process in
-// uninterruptible sleep must not hang teardown forever.
-const deleteTimeout = 30 * time.Second
+// Timeouts of Delete's steps, each on a context that ignores the caller's
+// cancellation: a process in uninterruptible sleep or a stuck runtime must
+// not hang teardown forever, and one slow step must not starve the next.
+const (
+	killTimeout    = 10 * time.Second
+	runtimeTimeout = 30 * time.Second
+)
 
 // Container is a running container. Its methods are safe for concurrent use.
 type Container struct {
@@ -281,8 +285,7 @@ func (ct *Container) Wait(ctx context.Context) (int, error) {
 // (or after success: then it does nothing), and joins the errors of the
 // steps.
 func (ct *Container) Delete(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.deleted {
@@ -294,9 +297,12 @@ func (ct *Container) Delete(ctx context.Context) error {
 		if err := ct.proc.signal(unix.SIGKILL); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := ct.proc.wait(ctx); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, killTimeout)
+		_, err := ct.proc.wait(wctx)
+		cancel()
+		if err != nil {
 			dead = false
-			errs = append(errs, fmt.Errorf("wait for init %d: %w", ct.pid, err))
+			errs = append(errs, fmt.Errorf("wait for init %d: %w (an unreaped zombie in the container? see SetSubreaper)", ct.pid, err))
 		}
 	}
 	if ct.rt.stateExists(ct.id) {
@@ -304,9 +310,16 @@ func (ct *Container) Delete(ctx context.Context) error {
 		if !dead || ct.proc == nil {
 			args = append(args, "--force") // slow, but the init may live
 		}
-		if err := ct.rt.run(ctx, ct.bin, append(args, ct.id)...); err != nil && ct.rt.stateExists(ct.id) {
+		rctx, cancel := context.WithTimeout(ctx, runtimeTimeout)
+		err := ct.rt.run(rctx, ct.bin, append(args, ct.id)...)
+		cancel()
+		if err != nil && ct.rt.stateExists(ct.id) {
 			errs = append(errs, err)
 		}
+	}
+	if !dead && !ct.proc.exited() {
+		// Still running: keep its files and mounts for a later retry.
+		return fmt.Errorf("delete container %s: %w", ct.id, errors.Join(errs...))
 	}
 	if err := ct.slirp.stop(); err != nil {
 		errs = append(errs, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -179,7 +180,7 @@ func testRuntime(t testing.TB) Runtime {
 // removeCgroupParent removes the test's (empty) cgroup parent from every
 // hierarchy it was made in.
 func removeCgroupParent(parent string) {
-	own, err := cgroupPaths(os.Getpid(), "/")
+	own, err := cgroupPaths(os.Getpid(), "")
 	if err != nil {
 		return
 	}
@@ -311,4 +312,49 @@ func assertGone(t testing.TB, r Runtime, ct *Container) {
 	if _, err := os.Stat(ct.Dir()); !os.IsNotExist(err) {
 		t.Errorf("dir %s left (%v)", ct.Dir(), err)
 	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func assertNoDir(t testing.TB, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a failed create (%v)", dir, err)
+	}
+}
+
+// hostListener listens on the host's 127.0.0.1 and greets every connection
+// with marker, so a sandbox that reaches it prints the marker.
+func hostListener(t testing.TB, marker string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(marker + "\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// deadlineIn returns the time ms milliseconds from now, for TESTINIT_DEADLINE.
+func deadlineIn(ms int) string {
+	return time.Now().Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)
 }

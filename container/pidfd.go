@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/reap"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -20,14 +21,23 @@ import (
 // the host's PID 1, and on a host whose PID 1 does not reap (a minimal VM
 // init, some CI sandboxes) every deleted container leaves a zombie. With it,
 // the container handle reaps its init. Call it once, early, from the program
-// that creates containers: it affects every orphan of this process, which
-// this process must then reap.
+// that creates containers.
+//
+// Every orphan below this process then comes to it, including processes
+// that `runc exec` left in a container: while one of those is an unreaped
+// zombie, the kernel cannot finish killing the container's pid namespace.
+// So SetSubreaper also starts a reaper (package internal/reap) that reaps
+// the zombie children no pidfd of this process refers to, which leaves
+// os/exec children and container inits to their owners.
 func SetSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become child subreaper: %w", err)
 	}
+	reaperOnce.Do(func() { go reap.Loop(context.Background()) })
 	return nil
 }
+
+var reaperOnce sync.Once
 
 // proc is a process known by a pidfd: signals and waits cannot hit a
 // recycled pid. One goroutine per proc waits for the exit through the Go

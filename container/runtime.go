@@ -77,11 +77,14 @@ func (r Runtime) binary() (string, error) {
 // checkRoot refuses to go on without root: namespaces, overlay mounts and
 // cgroups all need it.
 func checkRoot() error {
-	if os.Geteuid() != 0 {
-		return types.Errorf(types.Unauthenticated, "containers need root (euid is %d): run berth as root, e.g. with sudo", os.Geteuid())
+	if euid := geteuid(); euid != 0 {
+		return types.Errorf(types.Unauthenticated, "containers need root (euid is %d): run berth as root, e.g. with sudo", euid)
 	}
 	return nil
 }
+
+// geteuid is a variable so that tests run as root can see the non-root path.
+var geteuid = os.Geteuid
 
 // command runs the runtime with its global flags; output goes to out.
 func (r Runtime) command(ctx context.Context, bin string, args ...string) *exec.Cmd {

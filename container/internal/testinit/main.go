@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -50,7 +51,7 @@ func main() {
 		fmt.Fprintf(w, "exit=%d\n%s", code, out)
 	})
 	err = agent.Run(context.Background(), agent.Options{Listener: ln, Handler: mux, Deadline: dl})
-	if err != nil {
+	if err != nil && !errors.Is(err, agent.ErrDeadline) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}

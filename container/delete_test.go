@@ -1,0 +1,100 @@
+package container
+
+import (
+	"context"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+func TestDeleteWithCancelledContext(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	ct := create(t, r, testConfig(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ct.Delete(ctx); err != nil {
+		t.Fatalf("delete with a cancelled ctx: %v", err)
+	}
+	assertGone(t, r, ct)
+}
+
+func TestDeleteTwice(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	ct := create(t, r, testConfig(t))
+	if err := ct.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ct.Delete(context.Background()); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := ct.Kill(context.Background(), unix.SIGTERM); types.ClassOf(err) != types.NotFound {
+		t.Fatalf("kill after delete: %v, want NotFound", err)
+	}
+	assertGone(t, r, ct)
+}
+
+func TestKillAndWait(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	ct := create(t, r, testConfig(t))
+	if err := ct.Kill(context.Background(), unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	code, err := ct.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary is a child subreaper, so it reaped the init itself.
+	if code != 128+int(unix.SIGKILL) {
+		t.Fatalf("exit status %d, want %d", code, 128+int(unix.SIGKILL))
+	}
+}
+
+func TestAgentExitsAtDeadlineAndLoadDeletes(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	c, sock := agentConfig(t)
+	c.Env = []string{"TESTINIT_DEADLINE=" + deadlineIn(300)}
+	ct := create(t, r, c)
+	if got := agentGet(t, sock, "/hello"); got == "" {
+		t.Fatal("agent did not answer")
+	}
+	// The agent ends the container at its deadline without help.
+	code, err := ct.Wait(context.Background())
+	if err != nil || code != 0 {
+		t.Fatalf("init exit %d, %v; want a clean exit at the deadline", code, err)
+	}
+	// Another process finds what is left from the dir alone and removes it.
+	loaded, err := r.Load(context.Background(), ct.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, r, ct)
+}
+
+func TestLoadRunning(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	ct := create(t, r, testConfig(t))
+	loaded, err := r.Load(context.Background(), ct.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.Pid() != ct.Pid() || loaded.ID() != ct.ID() {
+		t.Fatalf("loaded %s/%d, created %s/%d", loaded.ID(), loaded.Pid(), ct.ID(), ct.Pid())
+	}
+	if err := loaded.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, r, ct)
+	if _, err := r.Load(context.Background(), ct.Dir()); types.ClassOf(err) != types.NotFound {
+		t.Fatalf("load after delete: %v, want NotFound", err)
+	}
+}

@@ -1,0 +1,172 @@
+// Package reap reaps zombie children that nobody else will wait for,
+// without stealing the exit status of processes started with os/exec. The
+// agent (PID 1 of a sandbox) and package container (a child subreaper of the
+// container inits) import it.
+package reap
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// How to reap without stealing.
+//
+// The kernel re-parents every orphan to its pid namespace's init or to the
+// nearest child subreaper above it, which must wait for it or it stays a
+// zombie forever (and a zombie in a dying pid namespace keeps its init from
+// exiting). A blind wait4(-1) would also reap the children this process
+// started with os/exec, whose cmd.Wait would then fail with ECHILD and lose
+// the exit code.
+//
+// Since Go 1.23, os.StartProcess creates each child with CLONE_PIDFD and
+// keeps that pidfd open until Wait (or Release); the kernel installs it in
+// our fd table before the child can run, so there is no window in which an
+// os/exec child exists without it. The reaper therefore reaps a zombie child
+// only if no pidfd in this process refers to it: orphans, and processes
+// whose owner gave them up. /proc/self/fdinfo/N of a pidfd has a "Pid:" line.
+//
+// Known limit: a child started by code that forks without a pidfd (raw
+// syscall.ForkExec, or Go on a kernel without pidfd support, < 5.4) would be
+// reaped here too. Loop checks that pidfds work and does not reap otherwise.
+
+// reapInterval is a backstop for zombies whose SIGCHLD came while their
+// pidfd was still held (then released without a wait).
+const reapInterval = 10 * time.Second
+
+// PidfdsWork reports whether this kernel (and seccomp filter) lets us open a
+// pidfd, as Go's os package needs for the scheme above.
+func PidfdsWork() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// Loop reaps unowned zombie children on every SIGCHLD (and every
+// reapInterval) until ctx ends. It returns at once, reaping nothing, if
+// pidfds do not work here.
+func Loop(ctx context.Context) {
+	if !PidfdsWork() {
+		return
+	}
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, unix.SIGCHLD)
+	defer signal.Stop(ch)
+	t := time.NewTicker(reapInterval)
+	defer t.Stop()
+	Orphans()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-t.C:
+		}
+		Orphans()
+	}
+}
+
+// Orphans reaps every zombie child that no pidfd of ours refers to, once,
+// and returns their pids.
+func Orphans() []int {
+	zombies := zombieChildren(os.Getpid())
+	if len(zombies) == 0 {
+		return nil
+	}
+	owned := pidfdTargets()
+	var reaped []int
+	for _, pid := range zombies {
+		if owned[pid] {
+			continue // its os/exec owner will Wait for it
+		}
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+			reaped = append(reaped, pid)
+		}
+	}
+	return reaped
+}
+
+// zombieChildren lists the children of parent that are zombies, from
+// /proc/PID/stat.
+func zombieChildren(parent int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		state, ppid, ok := statOf(pid)
+		if ok && state == 'Z' && ppid == parent {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// statOf returns the state and parent pid from /proc/PID/stat.
+func statOf(pid int) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// "pid (comm) S ppid ...": comm may hold spaces and ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], ppid, true
+}
+
+// pidfdTargets returns the pids our open pidfds refer to.
+func pidfdTargets() map[int]bool {
+	out := map[int]bool{}
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return out
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		link, err := os.Readlink("/proc/self/fd/" + n)
+		// "anon_inode:[pidfd]" before Linux 6.9, "pidfd:[ino]" on pidfs.
+		if err != nil || !strings.Contains(link, "pidfd") {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + n)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+				if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
+					out[pid] = true
+				}
+			}
+		}
+	}
+	return out
+}
