@@ -57,8 +57,8 @@ func e2b() registry.Entry {
 	}
 }
 
-// openE2B hands the resolved key to the driver, which sends it as X-API-KEY
-// and nowhere else; the addresses come from the worker's environment.
+// openE2B hands the resolved key to the driver, which reveals it for the
+// X-API-KEY header alone; the addresses come from the worker's environment.
 func openE2B(_ context.Context, cfg registry.Config) (driver.Provider, error) {
 	return e2bprovider.New(e2bprovider.Options{
 		APIKey:     cfg.Secrets["E2B_API_KEY"],

@@ -1,0 +1,418 @@
+package e2b_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/envd"
+)
+
+// fakeE2B is a small E2B server for the driver's tests: the control-plane
+// routes the driver calls, as the facts file describes them, and a data
+// plane that routes by E2b-Sandbox-Id (or by Host) to a real envd.Server
+// per sandbox. Sandboxes expire at their deadline.
+type fakeE2B struct {
+	t    *testing.T
+	key  string
+	v2   string // "all", "list" (only GET /v2/sandboxes), "none"
+	api  *httptest.Server
+	data *httptest.Server
+
+	mu        sync.Mutex
+	sandboxes map[string]*fakeSandbox
+	calls     []call   // every control-plane call
+	hosts     []string // Host of every data-plane call routed by it
+	bodies    map[string][]json.RawMessage
+	throttle  int    // answer this many next calls 429
+	retryHdr  string // their Retry-After
+	throttled []time.Time
+	echoKey   bool   // error messages quote the caller's key and token
+	domain    string // the domain create and get answer; "" answers null
+	noToken   bool   // get answers without envdAccessToken
+}
+
+type call struct {
+	what string // "METHOD path"
+	at   time.Time
+}
+
+type fakeSandbox struct {
+	id, template, token string
+	metadata            map[string]string
+	started, end        time.Time
+	srv                 *envd.Server
+}
+
+type fakeOptions struct {
+	v2      string
+	dataTLS bool   // serve the data plane over TLS, routed by Host
+	domain  string // fakeE2B.domain
+}
+
+func newFake(t *testing.T, o fakeOptions) *fakeE2B {
+	t.Helper()
+	if o.v2 == "" {
+		o.v2 = "all"
+	}
+	f := &fakeE2B{t: t, key: "e2b_" + randHex(16), v2: o.v2, domain: o.domain, sandboxes: map[string]*fakeSandbox{}, bodies: map[string][]json.RawMessage{}}
+	mux := http.NewServeMux()
+	if f.v2 == "all" {
+		mux.HandleFunc("POST /v2/sandboxes", f.create)
+		mux.HandleFunc("POST /v2/sandboxes/{id}/connect", f.connect)
+	}
+	if f.v2 == "all" || f.v2 == "list" {
+		mux.HandleFunc("GET /v2/sandboxes", f.list)
+	}
+	mux.HandleFunc("POST /sandboxes", f.create)
+	mux.HandleFunc("GET /sandboxes", f.list)
+	mux.HandleFunc("GET /sandboxes/{id}", f.get)
+	mux.HandleFunc("DELETE /sandboxes/{id}", f.kill)
+	mux.HandleFunc("POST /sandboxes/{id}/timeout", f.timeout)
+	mux.HandleFunc("POST /sandboxes/{id}/connect", f.connect)
+	f.api = httptest.NewServer(f.gate(mux))
+	if o.dataTLS {
+		f.data = httptest.NewTLSServer(http.HandlerFunc(f.route))
+	} else {
+		f.data = httptest.NewServer(http.HandlerFunc(f.route))
+	}
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeE2B) close() {
+	f.api.Close()
+	f.data.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, sb := range f.sandboxes {
+		sb.srv.Close()
+		delete(f.sandboxes, id)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// gate checks the key, records the call and answers throttles.
+func (f *fakeE2B) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.calls = append(f.calls, call{r.Method + " " + r.URL.Path, time.Now()})
+		throttle := f.throttle > 0
+		if throttle {
+			f.throttle--
+			f.throttled = append(f.throttled, time.Now())
+		}
+		f.sweep()
+		f.mu.Unlock()
+		if got := r.Header.Get("X-API-KEY"); got != f.key {
+			msg := "invalid API key"
+			if f.echoKey {
+				msg += " " + got
+			}
+			writeError(w, http.StatusUnauthorized, msg)
+			return
+		}
+		if throttle {
+			if f.retryHdr != "" {
+				w.Header().Set("Retry-After", f.retryHdr)
+			}
+			writeError(w, http.StatusTooManyRequests, "rate limit exceeded")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sweep removes expired sandboxes; f.mu is held.
+func (f *fakeE2B) sweep() {
+	now := time.Now()
+	for id, sb := range f.sandboxes {
+		if now.After(sb.end) {
+			sb.srv.Close()
+			delete(f.sandboxes, id)
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"code": status, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (f *fakeE2B) record(r *http.Request, v any) bool {
+	var raw json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || json.Unmarshal(raw, v) != nil {
+		return false
+	}
+	f.mu.Lock()
+	f.bodies[r.Method+" "+r.URL.Path] = append(f.bodies[r.Method+" "+r.URL.Path], raw)
+	f.mu.Unlock()
+	return true
+}
+
+func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TemplateID string            `json:"templateID"`
+		Timeout    *int              `json:"timeout"`
+		Metadata   map[string]string `json:"metadata"`
+		EnvVars    map[string]string `json:"envVars"`
+	}
+	if !f.record(r, &req) || req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, "templateID is required")
+		return
+	}
+	if req.TemplateID != "base" {
+		writeError(w, http.StatusNotFound, "template '"+req.TemplateID+"' not found")
+		return
+	}
+	timeout := 300
+	if req.Timeout != nil {
+		timeout = *req.Timeout
+	}
+	if timeout <= 0 {
+		writeError(w, http.StatusBadRequest, "timeout must be positive")
+		return
+	}
+	env := os.Environ()
+	for k, v := range req.EnvVars {
+		env = append(env, k+"="+v)
+	}
+	sb := &fakeSandbox{id: "i" + randHex(8), template: req.TemplateID, token: "tok_" + randHex(16), metadata: req.Metadata, started: time.Now()}
+	sb.end = sb.started.Add(time.Duration(timeout) * time.Second)
+	srv, err := envd.NewServer(envd.ServerOptions{AccessToken: sb.token, Env: env})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	sb.srv = srv
+	f.mu.Lock()
+	f.sandboxes[sb.id] = sb
+	f.mu.Unlock()
+	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb, true))
+}
+
+// sandboxJSON is the Sandbox / SandboxDetail answer.
+func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
+	m := map[string]any{
+		"sandboxID": sb.id, "templateID": sb.template, "clientID": "", "envdVersion": "0.6.0",
+		"startedAt": sb.started, "endAt": sb.end, "state": "running", "metadata": sb.metadata,
+		"domain": nil,
+	}
+	if f.domain != "" {
+		m["domain"] = f.domain
+	}
+	if token {
+		m["envdAccessToken"] = sb.token
+	}
+	return m
+}
+
+func (f *fakeE2B) lookup(w http.ResponseWriter, r *http.Request) *fakeSandbox {
+	f.mu.Lock()
+	sb := f.sandboxes[r.PathValue("id")]
+	f.mu.Unlock()
+	if sb == nil {
+		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("id")+"\" not found")
+	}
+	return sb
+}
+
+func (f *fakeE2B) get(w http.ResponseWriter, r *http.Request) {
+	if sb := f.lookup(w, r); sb != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, !f.noToken))
+	}
+}
+
+func (f *fakeE2B) kill(w http.ResponseWriter, r *http.Request) {
+	if sb := f.lookup(w, r); sb != nil {
+		f.mu.Lock()
+		delete(f.sandboxes, sb.id)
+		f.mu.Unlock()
+		sb.srv.Close()
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (f *fakeE2B) timeout(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Timeout int `json:"timeout"`
+	}
+	if !f.record(r, &req) || req.Timeout <= 0 {
+		writeError(w, http.StatusBadRequest, "timeout must be positive")
+		return
+	}
+	if sb := f.lookup(w, r); sb != nil {
+		f.mu.Lock()
+		sb.end = time.Now().Add(time.Duration(req.Timeout) * time.Second)
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// connect extends a running sandbox's life, never shortens it.
+func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Timeout *int `json:"timeout"`
+	}
+	if !f.record(r, &req) || req.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "timeout is required")
+		return
+	}
+	if sb := f.lookup(w, r); sb != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if end := time.Now().Add(time.Duration(*req.Timeout) * time.Second); end.After(sb.end) {
+			sb.end = end
+		}
+		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, true))
+	}
+}
+
+// list filters by ?metadata= and pages by ?limit= and X-Next-Token (v2).
+func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
+	want, err := url.ParseQuery(r.URL.Query().Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "metadata is not a query string")
+		return
+	}
+	limit := 2 // small pages, so that paging is exercised
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, sb := range f.sandboxes {
+		ok := true
+		for k := range want {
+			if v, has := sb.metadata[k]; !has || v != want.Get(k) {
+				ok = false
+			}
+		}
+		if ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if strings.HasPrefix(r.URL.Path, "/v2/") {
+		if next := r.URL.Query().Get("nextToken"); next != "" {
+			i, _ := slices.BinarySearch(ids, next)
+			ids = ids[i:]
+		}
+		if len(ids) > limit {
+			w.Header().Set("X-Next-Token", ids[limit])
+			ids = ids[:limit]
+		}
+	}
+	out := []map[string]any{}
+	for _, id := range ids {
+		m := f.sandboxJSON(f.sandboxes[id], false)
+		m["cpuCount"], m["memoryMB"], m["diskSizeMB"] = 2, 512, 1024
+		out = append(out, m)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// route is the data plane: the sandbox named by E2b-Sandbox-Id, else by a
+// Host of 49983-<id>.<domain>.
+func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("E2b-Sandbox-Id")
+	if id == "" {
+		f.mu.Lock()
+		f.hosts = append(f.hosts, r.Host)
+		f.mu.Unlock()
+		host, _, _ := strings.Cut(r.Host, ".")
+		id = strings.TrimPrefix(host, "49983-")
+	} else if r.Header.Get("E2b-Sandbox-Port") != "49983" {
+		writeError(w, http.StatusBadGateway, "no such port")
+		return
+	}
+	f.mu.Lock()
+	f.sweep()
+	sb := f.sandboxes[id]
+	f.mu.Unlock()
+	if sb == nil {
+		msg := "sandbox not found"
+		if f.echoKey {
+			msg += " (token " + r.Header.Get("X-Access-Token") + ")"
+		}
+		writeError(w, http.StatusBadGateway, msg)
+		return
+	}
+	sb.srv.ServeHTTP(w, r)
+}
+
+// callsOf counts the recorded calls "METHOD path".
+func (f *fakeE2B) callsOf(what string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.what == what {
+			n++
+		}
+	}
+	return n
+}
+
+// callTimes are the times of the recorded calls "METHOD path".
+func (f *fakeE2B) callTimes(what string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ts []time.Time
+	for _, c := range f.calls {
+		if c.what == what {
+			ts = append(ts, c.at)
+		}
+	}
+	return ts
+}
+
+// body returns the JSON bodies of the recorded calls "METHOD path".
+func (f *fakeE2B) body(what string) []json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.bodies[what])
+}
+
+// forget drops a sandbox behind the driver's back.
+func (f *fakeE2B) forget(id string) {
+	f.mu.Lock()
+	sb := f.sandboxes[id]
+	delete(f.sandboxes, id)
+	f.mu.Unlock()
+	if sb != nil {
+		sb.srv.Close()
+	}
+}
+
+func (f *fakeE2B) has(id string) bool { return slices.Contains(f.live(), id) }
+
+func (f *fakeE2B) live() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweep()
+	var ids []string
+	for id := range f.sandboxes {
+		ids = append(ids, id)
+	}
+	return ids
+}

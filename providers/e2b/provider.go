@@ -1,0 +1,301 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+var _ driver.Provider = (*Provider)(nil)
+
+// Capabilities are what the driver supports. Resources are the template's
+// (E2B's create call has no knob for them); pause exists on E2B but the
+// driver API has no call for it.
+var Capabilities = types.Capabilities{
+	ResourceMode: types.ResourcesLimits,
+	Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+}
+
+// Metadata keys the driver keeps a Spec's defaults under, so that Connect
+// from another process runs commands where and as the creator asked. They
+// are not labels: List leaves them out and Create refuses them as labels.
+const (
+	metaWorkDir = "berth.workdir"
+	metaUser    = "berth.user"
+)
+
+// resumeTTL is the life given to a sandbox that Connect resumes, or whose
+// deadline the server did not report, when its original TTL is unknown.
+const resumeTTL = 5 * time.Minute
+
+// cleanupTimeout bounds the delete of a sandbox whose create half failed.
+const cleanupTimeout = 30 * time.Second
+
+// idRE is what a sandbox id may look like: it becomes a path segment and,
+// without E2B_SANDBOX_URL, a DNS label.
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// Provider is the E2B driver.
+type Provider struct {
+	opts  Options
+	api   *api
+	hc    *http.Client
+	ownHC bool
+
+	// ctx bounds the keep-alive loops; Close cancels it and waits.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+}
+
+// New opens the driver. It does not contact the server.
+func New(opts Options) (*Provider, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	p := &Provider{opts: opts, hc: opts.HTTPClient}
+	if p.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// One data-plane host serves every exec stream of a sandbox (all of
+		// them, behind E2B_SANDBOX_URL).
+		t.MaxIdleConnsPerHost = 64
+		p.hc, p.ownHC = &http.Client{Transport: t}, true
+	}
+	p.api = &api{
+		base:    opts.APIURL,
+		key:     opts.APIKey,
+		hc:      p.hc,
+		log:     opts.Logger,
+		retries: opts.MaxRetries,
+		maxWait: opts.MaxRetryWait,
+		sleep:   sleepCtx,
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// Capabilities reports what the driver supports.
+func (p *Provider) Capabilities() types.Capabilities {
+	c := Capabilities
+	c.Networks = slices.Clone(c.Networks)
+	return c
+}
+
+// scrub keeps the API key out of err's text.
+func (p *Provider) scrub(err error) error { return scrub(err, p.opts.APIKey.Reveal()) }
+
+// Create asks for a sandbox of the template named by spec.Image.
+func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+	if spec.Image == "" {
+		return nil, types.Errorf(types.InvalidArgument, "e2b create: a template (Spec.Image) is required")
+	}
+	for _, k := range []string{metaWorkDir, metaUser} {
+		if _, ok := spec.Labels[k]; ok {
+			return nil, types.Errorf(types.InvalidArgument, "e2b create: label %q is reserved for the driver", k)
+		}
+	}
+	md := make(map[string]string, len(spec.Labels)+2)
+	for k, v := range spec.Labels {
+		md[k] = v
+	}
+	if spec.WorkDir != "" {
+		md[metaWorkDir] = spec.WorkDir
+	}
+	if spec.User != "" {
+		md[metaUser] = spec.User
+	}
+	sb, err := p.api.create(ctx, createRequest{
+		TemplateID:          spec.Image,
+		Timeout:             seconds(spec.TTL),
+		AllowInternetAccess: spec.Network.Mode == types.NetworkPublic,
+		Metadata:            md,
+		EnvVars:             spec.Env,
+	})
+	if err != nil {
+		return nil, p.scrub(err)
+	}
+	h, err := p.open(sb, spec.WorkDir, spec.User)
+	if err != nil {
+		// Nothing may be left running: the sandbox exists but is unusable.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		return nil, p.scrub(errors.Join(err, types.IgnoreNotFound(p.api.kill(dctx, sb.SandboxID))))
+	}
+	p.startKeepalive(h, spec.TTL)
+	return h, nil
+}
+
+// Connect finds a sandbox by id. A paused one is resumed; a running one
+// whose details lack the envd token is connected to for it (a life
+// extension to its own deadline, no more). Connected handles do not
+// re-arm the TTL: the creator's handle owns it.
+func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	d, err := p.api.get(ctx, id)
+	if err != nil {
+		return nil, p.scrub(err)
+	}
+	if d.State == "paused" || d.EnvdAccessToken == "" {
+		ttl := time.Until(d.EndAt)
+		if d.State == "paused" {
+			ttl = d.EndAt.Sub(d.StartedAt)
+		}
+		if d.EndAt.IsZero() || ttl <= 0 {
+			ttl = resumeTTL
+		}
+		c, err := p.api.connect(ctx, id, seconds(ttl))
+		if err != nil {
+			return nil, p.scrub(err)
+		}
+		if c.EnvdAccessToken != "" {
+			d.EnvdAccessToken = c.EnvdAccessToken
+		}
+		if c.Domain != nil {
+			d.Domain = c.Domain
+		}
+	}
+	if d.SandboxID == "" {
+		d.SandboxID = id
+	}
+	h, err := p.open(d, d.Metadata[metaWorkDir], d.Metadata[metaUser])
+	return h, p.scrub(err)
+}
+
+// List returns the running and paused sandboxes carrying every label.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+	sbs, err := p.api.list(ctx, labels)
+	if err != nil {
+		return nil, p.scrub(err)
+	}
+	infos := make([]types.Info, 0, len(sbs))
+	for _, sb := range sbs {
+		// The filter is the server's; a server that ignored it is caught here.
+		if !types.MatchLabels(sb.Metadata, labels) {
+			continue
+		}
+		infos = append(infos, info(sb))
+	}
+	return infos, nil
+}
+
+func info(sb sandboxJSON) types.Info {
+	labels := make(map[string]string, len(sb.Metadata))
+	for k, v := range sb.Metadata {
+		if k != metaWorkDir && k != metaUser {
+			labels[k] = v
+		}
+	}
+	image := sb.TemplateID
+	if sb.Alias != "" {
+		image = sb.Alias
+	}
+	return types.Info{
+		ID:        sb.SandboxID,
+		Image:     image,
+		Labels:    labels,
+		State:     sb.State,
+		CreatedAt: sb.StartedAt,
+		ExpiresAt: sb.EndAt,
+	}
+}
+
+// Delete kills the sandbox with this id.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return p.scrub(p.api.kill(ctx, id))
+}
+
+// Close stops every keep-alive loop and releases the driver's idle
+// connections. Sandboxes live on until their TTL.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	if p.ownHC {
+		p.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// open builds the handle of a sandbox the control plane described.
+func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, error) {
+	if err := checkID(sb.SandboxID); err != nil {
+		return nil, types.Errorf(types.Unavailable, "e2b: the server answered a malformed sandbox id")
+	}
+	base, hc := p.opts.SandboxURL, p.hc
+	if base != "" {
+		rt := p.hc.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		hc = &http.Client{Transport: &routeTransport{base: rt, id: sb.SandboxID}, CheckRedirect: p.hc.CheckRedirect}
+	} else {
+		domain := p.opts.Domain
+		if sb.Domain != nil && *sb.Domain != "" {
+			domain = *sb.Domain
+		}
+		if !hostRE.MatchString(domain) {
+			return nil, types.Errorf(types.Unavailable, "e2b: the server answered a domain that is not a host name")
+		}
+		base = "https://" + envdPort + "-" + sb.SandboxID + "." + domain
+	}
+	c, err := envd.NewClient(base, hc, envd.WithAccessToken(sb.EnvdAccessToken), envd.WithUser(user))
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxHandle{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, env: c, workDir: workDir}, nil
+}
+
+// startKeepalive re-arms h's TTL every ttl/6 until h stops it or the
+// provider closes.
+func (p *Provider) startKeepalive(h *sandboxHandle, ttl time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.stopKeep, h.keepDone = cancel, done
+	h.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		h.keepAlive(ctx, ttl)
+	}()
+}
+
+func checkID(id string) error {
+	if !idRE.MatchString(id) {
+		if len(id) > 130 {
+			id = id[:130] + "..."
+		}
+		return types.Errorf(types.InvalidArgument, "e2b: %q is not a sandbox id", id)
+	}
+	return nil
+}
+
+// seconds is d in whole seconds for the wire, rounded up, at least 1.
+func seconds(d time.Duration) int {
+	s := math.Ceil(d.Seconds())
+	return int(min(max(s, 1), math.MaxInt32))
+}

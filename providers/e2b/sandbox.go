@@ -1,0 +1,148 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+var _ driver.Sandbox = (*sandboxHandle)(nil)
+
+// Bounds of the keep-alive loop.
+const (
+	minKeepEvery = 50 * time.Millisecond // no spinning on a tiny TTL
+	rearmTimeout = 30 * time.Second      // one re-arm call
+)
+
+// sandboxHandle is one sandbox: the control plane for its life, envd for
+// the rest.
+type sandboxHandle struct {
+	p       *Provider
+	id      string
+	token   string
+	env     *envd.Client
+	workDir string
+
+	mu       sync.Mutex
+	stopKeep context.CancelFunc // nil when no keep-alive runs
+	keepDone chan struct{}
+	once     sync.Once
+}
+
+func (h *sandboxHandle) ID() string { return h.id }
+
+// scrub keeps the API key and the access token out of err's text.
+func (h *sandboxHandle) scrub(err error) error { return scrub(err, h.p.opts.APIKey.Reveal(), h.token) }
+
+// Exec runs the argv as given (no shell is added) as cmd.User, else the
+// Spec's user, in cmd.Dir, else the Spec's working directory.
+func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+	if cmd.Dir == "" {
+		cmd.Dir = h.workDir
+	}
+	p, err := h.env.Exec(ctx, cmd)
+	if err != nil {
+		return nil, h.scrub(err)
+	}
+	return p, nil
+}
+
+func (h *sandboxHandle) WriteFile(ctx context.Context, path string, r io.Reader, mode uint32) error {
+	return h.scrub(h.env.WriteFile(ctx, path, r, mode))
+}
+
+func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	rc, err := h.env.ReadFile(ctx, path)
+	return rc, h.scrub(err)
+}
+
+func (h *sandboxHandle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+	fi, err := h.env.Stat(ctx, path)
+	return fi, h.scrub(err)
+}
+
+func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+	fis, err := h.env.ListDir(ctx, path)
+	return fis, h.scrub(err)
+}
+
+func (h *sandboxHandle) MakeDir(ctx context.Context, path string) error {
+	return h.scrub(h.env.MakeDir(ctx, path))
+}
+
+func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
+	return h.scrub(h.env.Remove(ctx, path))
+}
+
+// SetTimeout moves the deadline to now + d. The caller owns the deadline
+// from then on: the keep-alive stops first, so no re-arm lands after it.
+func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return types.Errorf(types.InvalidArgument, "e2b set timeout: %v is not positive", d)
+	}
+	h.stopKeepalive()
+	return h.scrub(h.p.api.setTimeout(ctx, h.id, seconds(d)))
+}
+
+// Delete kills the sandbox.
+func (h *sandboxHandle) Delete(ctx context.Context) error {
+	h.stopKeepalive()
+	return h.scrub(h.p.api.kill(ctx, h.id))
+}
+
+// Close stops the keep-alive and the envd streams of this handle; the
+// sandbox lives on until its TTL.
+func (h *sandboxHandle) Close() error {
+	var err error
+	h.once.Do(func() {
+		h.stopKeepalive()
+		err = h.env.Close()
+	})
+	return err
+}
+
+func (h *sandboxHandle) stopKeepalive() {
+	h.mu.Lock()
+	stop, done := h.stopKeep, h.keepDone
+	h.stopKeep, h.keepDone = nil, nil
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// keepAlive re-arms the TTL every ttl/6 until ctx ends or the sandbox is
+// gone. A failed re-arm is logged and tried again at the next tick: five
+// more remain before the deadline.
+func (h *sandboxHandle) keepAlive(ctx context.Context, ttl time.Duration) {
+	t := time.NewTicker(max(ttl/6, minKeepEvery))
+	defer t.Stop()
+	secs := seconds(ttl)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, rearmTimeout)
+		err := h.p.api.setTimeout(cctx, h.id, secs)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, types.ErrNotFound):
+			h.p.opts.Logger.Debug("e2b: sandbox gone; keep-alive stops", "id", h.id)
+			return
+		default:
+			h.p.opts.Logger.Warn("e2b: re-arming the sandbox TTL failed", "id", h.id, "error", h.scrub(err).Error())
+		}
+	}
+}

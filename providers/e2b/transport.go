@@ -1,0 +1,25 @@
+package e2b
+
+import "net/http"
+
+// Routing headers of a multiplexing data plane (E2B_SANDBOX_URL): one URL
+// for every sandbox, the sandbox and port named per request.
+const (
+	headerSandboxID   = "E2b-Sandbox-Id"
+	headerSandboxPort = "E2b-Sandbox-Port"
+)
+
+// routeTransport adds the routing headers to every request of one
+// sandbox's envd client; the connections are the base transport's, shared
+// by every sandbox.
+type routeTransport struct {
+	base http.RoundTripper
+	id   string
+}
+
+func (t *routeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context()) // a RoundTripper must not change its request
+	r.Header.Set(headerSandboxID, t.id)
+	r.Header.Set(headerSandboxPort, envdPort)
+	return t.base.RoundTrip(r)
+}
