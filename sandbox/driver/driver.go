@@ -122,3 +122,12 @@ type ImagePreparer interface {
 type Reaper interface {
 	Reap(ctx context.Context) ([]string, error)
 }
+
+// EnvdServer is implemented by drivers whose sandboxes answer E2B's envd
+// protocol themselves (the local provider's in-sandbox agent), so that a
+// server speaking that protocol to clients (`berth serve`) can forward
+// calls as they are instead of translating them to Exec and file calls.
+// The endpoint stays valid while the handle is open.
+type EnvdServer interface {
+	EnvdEndpoint(ctx context.Context) (types.EnvdEndpoint, error)
+}
