@@ -162,7 +162,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 	}
 
 	// A label the driver keeps its own data under is refused.
-	_, err = p.Create(ctx, sandbox.Spec{Image: "base", Labels: map[string]string{"berth.workdir": "/"}})
+	_, err = p.Create(ctx, sandbox.Spec{Image: "base", Labels: map[string]string{"berth-workdir": "/"}})
 	if sandbox.ClassOf(err) != sandbox.InvalidArgument {
 		t.Errorf("reserved label: %v", err)
 	}

@@ -28,9 +28,10 @@ var Capabilities = types.Capabilities{
 // Metadata keys the driver keeps a Spec's defaults under, so that Connect
 // from another process runs commands where and as the creator asked. They
 // are not labels: List leaves them out and Create refuses them as labels.
+// (berth serve keeps "berth." keys for itself.)
 const (
-	metaWorkDir = "berth.workdir"
-	metaUser    = "berth.user"
+	metaWorkDir = "berth-workdir"
+	metaUser    = "berth-user"
 )
 
 // resumeTTL is the life given to a sandbox that Connect resumes, or whose

@@ -1,10 +1,13 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-sh/berth/envd"
@@ -28,6 +31,8 @@ type sandboxHandle struct {
 	token   string
 	env     *envd.Client
 	workDir string
+	// modesKept: the server kept a ?mode= other than the default.
+	modesKept atomic.Bool
 
 	mu       sync.Mutex
 	stopKeep context.CancelFunc // nil when no keep-alive runs
@@ -53,8 +58,65 @@ func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Pro
 	return p, nil
 }
 
+// WriteFile uploads through /files with berth's ?mode= extension. Upstream
+// envd ignores it and creates 0644 files, so another mode is checked with
+// Stat and, where the server did not keep it, set with chmod; once a
+// server is seen to keep modes the check is skipped.
 func (h *sandboxHandle) WriteFile(ctx context.Context, path string, r io.Reader, mode uint32) error {
-	return h.scrub(h.env.WriteFile(ctx, path, r, mode))
+	if err := h.env.WriteFile(ctx, path, r, mode); err != nil {
+		return h.scrub(err)
+	}
+	mode &= 0o7777
+	if mode == defaultFileMode || h.modesKept.Load() {
+		return nil
+	}
+	fi, err := h.env.Stat(ctx, path)
+	if err != nil {
+		return h.scrub(err)
+	}
+	if fi.Mode&0o7777 == mode {
+		h.modesKept.Store(true)
+		return nil
+	}
+	return h.chmod(ctx, path, mode)
+}
+
+// defaultFileMode is the mode envd gives an uploaded file.
+const defaultFileMode = 0o644
+
+// chmod sets a file's mode with the sandbox's chmod (argv, no shell).
+func (h *sandboxHandle) chmod(ctx context.Context, path string, mode uint32) error {
+	var stderr bytes.Buffer
+	p, err := h.env.Exec(ctx, types.Command{
+		Args:   []string{"chmod", strconv.FormatUint(uint64(mode), 8), "--", path},
+		Stderr: &limitedWriter{w: &stderr, n: 1024},
+	})
+	if err != nil {
+		return h.scrub(err)
+	}
+	code, err := p.Wait(ctx)
+	if err != nil {
+		return h.scrub(err)
+	}
+	if code != 0 {
+		return types.Errorf(types.Unknown, "e2b write file: setting mode %o: chmod exited %d: %s", mode, code, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// limitedWriter keeps the first n bytes and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.n -= k
+		_, _ = l.w.Write(p[:k])
+	}
+	return len(p), nil
 }
 
 func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
