@@ -39,6 +39,7 @@ type fakeE2B struct {
 	echoKey   bool   // error messages quote the caller's key and token
 	domain    string // the domain create and get answer; "" answers null
 	noToken   bool   // get answers without envdAccessToken
+	dropMode  bool   // /files uploads lose berth's ?mode=, as upstream envd ignores it
 }
 
 type call struct {
@@ -356,6 +357,11 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, http.StatusBadGateway, msg)
 		return
+	}
+	if f.dropMode && r.URL.Path == "/files" {
+		q := r.URL.Query()
+		q.Del("mode")
+		r.URL.RawQuery = q.Encode()
 	}
 	sb.srv.ServeHTTP(w, r)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/user"
 	"slices"
 	"strings"
@@ -341,4 +342,38 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A mode other than 0644 survives a server that ignores ?mode= (upstream
+// envd): the driver sets it itself.
+func TestModeWithoutServerSupport(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, fakeOptions{})
+	f.dropMode = true
+	p := openProvider(t, f, nil)
+	ctx := testCtx(t)
+	sb, err := p.Create(ctx, sandbox.Spec{Image: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	dir := "/tmp/e2b-mode-" + randHex(4)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, m := range []os.FileMode{0o755, 0o600, 0o644} {
+		path := dir + "/" + m.String()
+		if err := sb.WriteFile(ctx, path, []byte("#!/bin/sh\necho ran\n"), m); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := sb.Stat(ctx, path)
+		if err != nil || fi.Mode != uint32(m) {
+			t.Errorf("%s: mode %o, %v", path, fi.Mode, err)
+		}
+	}
+	res, err := sb.Run(ctx, sandbox.Command{Args: []string{dir + "/-rwxr-xr-x"}})
+	if err != nil || string(res.Stdout) != "ran\n" {
+		t.Errorf("uploaded script: %q %q %v", res.Stdout, res.Stderr, err)
+	}
+	if err := sb.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
