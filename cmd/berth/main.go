@@ -111,6 +111,7 @@ for the environment a worker needs.`,
 		a.tasksCmd(),
 		a.runCmd(),
 		a.smokeCmd(),
+		a.serveCmd(),
 	)
 	return root
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth/serve"
+	"github.com/berth-sh/berth/serve/apikeys"
+)
+
+// defaultBaseImage is template "base" when neither --base-image nor the
+// provider's entry names one: it has /bin/bash, which the SDKs need.
+const defaultBaseImage = "debian:bookworm-slim"
+
+func (a *app) serveCmd() *cobra.Command {
+	var backend, addr, keyFile, domain, baseImage, home, logLevel string
+	var templates []string
+	var opts serve.Options
+	cmd := &cobra.Command{
+		Use:   "serve [--addr 127.0.0.1:3000] [--backend NAME] [--api-keys FILE] [--domain D] [--template NAME=IMAGE]...",
+		Short: "Serve the E2B API over any provider, for the official E2B SDKs",
+		Long: `Serve the E2B API (control plane and envd data plane on one address) with
+sandboxes from any provider, so that the official E2B SDKs and the tools
+built on them use berth by changing two URLs. On start it prints the
+environment a client needs (E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN); the
+client's E2B_API_KEY is a key from the --api-keys file.
+
+The key file holds one key per line and must not be readable by others. If
+it does not exist, it is created (mode 0600) with a new key, which is
+printed once to stderr.
+
+templateID maps to an image through --template NAME=IMAGE; "base", the
+SDKs' default, is --base-image unless a --template names it. The SDKs run
+every command as /bin/bash -l -c, so templates need bash.
+
+Each sandbox lives for the timeout its client asked for (15 s for v1
+creates that name none, 300 s for v2), enforced by this server and passed to
+the provider as its TTL. Stopping the server deletes its sandboxes.`,
+		Example: `  berth serve --backend local --template python=python:3.12-slim
+  export E2B_API_URL=http://127.0.0.1:3000 E2B_SANDBOX_URL=http://127.0.0.1:3000 E2B_DOMAIN=localhost
+  export E2B_API_KEY=$(cat ~/.config/berth/serve_api_keys)`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			opts.Templates = map[string]string{}
+			for _, kv := range templates {
+				name, image, err := serve.ParseTemplate(kv)
+				if err != nil {
+					return usageError(err)
+				}
+				opts.Templates[name] = image
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError(fmt.Errorf("--log-level %q is not debug, info, warn or error", logLevel))
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			opts.Domain, opts.HomeDir = domain, home
+			name := a.backendName(backend)
+			opts.BaseImage = baseImage
+			if opts.BaseImage == "" {
+				if e, err := a.reg.Lookup(name); err == nil && e.DefaultImage != "" {
+					opts.BaseImage = e.DefaultImage
+				} else {
+					opts.BaseImage = defaultBaseImage
+				}
+			}
+			keys, err := apikeys.LoadOrCreate(a.env.ExpandHome(keyFile), a.stderr)
+			if err != nil {
+				return usageError(err)
+			}
+			opts.Keys = keys
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
+			defer stop()
+			p, err := a.open(ctx, backend)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			opts.Provider = p
+			return classExit(serve.ListenAndServe(ctx, addr, opts, func(u serve.URLs) {
+				fmt.Fprintf(a.stdout, "# berth serve: the E2B API over %q; point clients here:\n%s", p.Name(), u.Exports())
+				if f, ok := a.stdout.(interface{ Sync() error }); ok {
+					_ = f.Sync()
+				}
+			}))
+		}),
+	}
+	a.backendFlag(cmd, &backend)
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:3000", "listen address (host:port; port 0 picks one)")
+	f.StringVar(&keyFile, "api-keys", "~/.config/berth/serve_api_keys", "API key file, one key per line (created with a new key if absent)")
+	f.StringVar(&domain, "domain", "localhost", "sandbox domain returned to clients; routes Host <port>-<id>.DOMAIN")
+	f.StringArrayVar(&templates, "template", nil, "templateID=image (repeatable)")
+	f.StringVar(&baseImage, "base-image", "", "image of template \"base\" (default: the provider's default image, else "+defaultBaseImage+")")
+	f.StringVar(&home, "home", "/root", "default working directory and base of relative paths (sandboxes served through the sandbox API)")
+	f.IntVar(&opts.MaxSandboxesPerKey, "max-sandboxes-per-key", 20, "live sandboxes one API key may hold; more is answered 429")
+	f.DurationVar(&opts.MaxTimeout, "max-timeout", 24*time.Hour, "longest sandbox timeout a client may ask for")
+	f.Int64Var(&opts.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest file upload")
+	f.BoolVar(&opts.DenyInternet, "deny-internet", false, "create every sandbox without network, whatever clients ask")
+	f.BoolVar(&opts.KeepOnClose, "keep-sandboxes", false, "leave sandboxes running when the server stops (their TTL still ends them)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

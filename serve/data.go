@@ -1,0 +1,121 @@
+package serve
+
+import (
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/serve/dataplane"
+)
+
+// Headers SDKs >= 2.7 send on data-plane calls.
+const (
+	sandboxIDHeader   = "E2b-Sandbox-Id"
+	sandboxPortHeader = "E2b-Sandbox-Port"
+)
+
+// hostTarget parses Host "<port>-<id>.<domain>".
+func (s *Server) hostTarget(host string) (id, port string, ok bool) {
+	h := strings.ToLower(host)
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	label, ok := strings.CutSuffix(h, "."+s.opts.Domain)
+	if !ok || strings.Contains(label, ".") {
+		return "", "", false
+	}
+	port, id, ok = strings.Cut(label, "-")
+	if !ok || port == "" || id == "" {
+		return "", "", false
+	}
+	return id, port, true
+}
+
+func isRPC(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/")
+}
+
+// refuse answers a data-plane call that does not reach a sandbox, in the
+// shape its client reads: Connect errors for RPCs, envd's JSON otherwise.
+func refuse(w http.ResponseWriter, r *http.Request, status int, code connect.Code, format string, args ...any) {
+	if isRPC(r) {
+		dataplane.WriteRPCError(w, r, code, fmtMsg(format, args...))
+		return
+	}
+	dataplane.WriteHTTPError(w, status, format, args...)
+}
+
+// serveData finds the sandbox a data-plane call is for, checks its access
+// token and hands the call to the sandbox's data plane.
+func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
+	id, port := r.Header.Get(sandboxIDHeader), r.Header.Get(sandboxPortHeader)
+	if id == "" {
+		id, port, _ = s.hostTarget(r.Host)
+	}
+	token := r.Header.Get(envd.AccessTokenHeader)
+	var rec *record
+	switch {
+	case id != "":
+		rec = s.st.get(id)
+	case token != "":
+		// SDKs 2.7 - 2.14.0 send /files with neither header nor host; the
+		// token is unique per sandbox.
+		rec = s.st.byTokenOf(token)
+		if rec == nil {
+			s.m.authFails.WithLabelValues("data").Inc()
+			refuse(w, r, http.StatusUnauthorized, connect.CodeUnauthenticated, "the access token names no sandbox")
+			return
+		}
+	default:
+		refuse(w, r, http.StatusBadRequest, connect.CodeInvalidArgument,
+			"no sandbox named: send %s, a Host of <port>-<id>.%s, or %s", sandboxIDHeader, s.opts.Domain, envd.AccessTokenHeader)
+		return
+	}
+	if rec == nil {
+		// 502 is what E2B's edge answers for a sandbox that is gone, and
+		// what the SDKs' isRunning reads as false.
+		refuse(w, r, http.StatusBadGateway, connect.CodeNotFound, "sandbox %q is not running (killed, timed out or never created)", id)
+		return
+	}
+	if port != "" && port != EnvdPort {
+		refuse(w, r, http.StatusBadGateway, connect.CodeUnimplemented, "port %s of sandbox %s is not served: berth serve forwards envd (port %s) only", port, rec.id, EnvdPort)
+		return
+	}
+	if !s.dataAuthorized(r, rec, token) {
+		s.m.authFails.WithLabelValues("data").Inc()
+		refuse(w, r, http.StatusUnauthorized, connect.CodeUnauthenticated, "missing or invalid access token for sandbox %s", rec.id)
+		return
+	}
+	rec.plane.ServeHTTP(w, r)
+}
+
+// dataAuthorized: GET /health is open; /files takes the token or an envd
+// signature made with it; everything else needs the token.
+func (s *Server) dataAuthorized(r *http.Request, rec *record, token string) bool {
+	if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return true
+	}
+	if token != "" {
+		return rec.tokenOK(token)
+	}
+	if r.URL.Path != "/files" {
+		return false
+	}
+	q := r.URL.Query()
+	sig := q.Get("signature")
+	if sig == "" {
+		return false
+	}
+	op := "read"
+	if r.Method == http.MethodPost {
+		op = "write"
+	}
+	exp := q.Get("signature_expiration")
+	if exp != "" && expired(exp) {
+		return false
+	}
+	want := envd.FileSignature(q.Get("path"), op, q.Get("username"), rec.token, exp)
+	return constantEq(sig, want)
+}

@@ -1,0 +1,246 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/serve/apikeys"
+)
+
+const (
+	testKey  = "test_key_aaaaaaaaaaaaaaaaaaaaaaaa"
+	otherKey = "test_key_bbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// bashScript stands in for bash in the fake's busybox root: the SDKs run
+// every command as /bin/bash -l -c.
+const bashScript = "#!/bin/sh\nexec /bin/sh \"$@\"\n"
+
+// bashProvider gives every fake sandbox a /bin/bash.
+type bashProvider struct{ driver.Provider }
+
+func (p bashProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.WriteFile(ctx, "/bin/bash", strings.NewReader(bashScript), 0o755); err != nil {
+		_ = sb.Delete(ctx)
+		return nil, err
+	}
+	return sb, nil
+}
+
+// openFake opens the fake provider (chroot busybox sandboxes), wrapped.
+func openFake(t testing.TB, wrap func(driver.Provider) driver.Provider) *sandbox.Provider {
+	t.Helper()
+	bb := harbortest.Busybox(t)
+	state := t.TempDir()
+	r := registry.New()
+	r.Register(registry.Entry{
+		Name:         "fake",
+		Summary:      "fake provider (tests only)",
+		DefaultImage: "host",
+		Capabilities: sandbox.Capabilities{ResourceMode: sandbox.ResourcesLimits, Networks: []sandbox.NetworkMode{sandbox.NetworkNone}},
+		Open: func(context.Context, registry.Config) (driver.Provider, error) {
+			d, err := fakeprovider.New(fakeprovider.Options{StateDir: state, Busybox: bb})
+			if err != nil {
+				return nil, err
+			}
+			d = bashProvider{d}
+			if wrap != nil {
+				d = wrap(d)
+			}
+			return d, nil
+		},
+	})
+	p, err := r.Open(context.Background(), "fake", harbortest.Env(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+type testEnv struct {
+	t   testing.TB
+	s   *Server
+	p   *sandbox.Provider
+	url string
+}
+
+// newEnv starts a server over the fake provider on a real HTTP listener.
+func newEnv(t testing.TB, mutate func(*Options), wrap func(driver.Provider) driver.Provider) *testEnv {
+	t.Helper()
+	p := openFake(t, wrap)
+	keys, err := apikeys.New(testKey, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Provider: p, Keys: keys, BaseImage: "host"}
+	if os.Getenv("BERTH_SERVE_TEST_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		hs.Close()
+		s.Close()
+	})
+	return &testEnv{t: t, s: s, p: p, url: hs.URL}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("body %q is not the JSON expected: %v", r.body, err)
+	}
+}
+
+// errorCode reads the E2B error body and checks its code matches the status.
+func (r response) errorCode(t testing.TB) (int, string) {
+	t.Helper()
+	var e apiError
+	r.json(t, &e)
+	if e.Code != r.status {
+		t.Fatalf("error body code %d, status %d: %s", e.Code, r.status, r.body)
+	}
+	return e.Code, e.Message
+}
+
+// call makes one HTTP request; body may be nil, a string or an io.Reader
+// (sent chunked).
+func (e *testEnv) call(method, path, key string, body any, hdr map[string]string) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case io.Reader:
+		rd = b
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("X-API-KEY", key)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// create makes a sandbox with key and returns the create answer.
+func (e *testEnv) create(key string, body any) sandboxJSON {
+	e.t.Helper()
+	r := e.call("POST", "/v2/sandboxes", key, body, nil)
+	if r.status != http.StatusCreated {
+		e.t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	var sb sandboxJSON
+	r.json(e.t, &sb)
+	return sb
+}
+
+// headerTransport adds headers to every request, as the SDKs do.
+type headerTransport struct {
+	rt http.RoundTripper
+	h  map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header.Set(k, v)
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// envdClient is berth's own envd client pointed at a sandbox through the
+// server, routed by E2b-Sandbox-Id as SDKs >= 2.7 do.
+func (e *testEnv) envdClient(sb sandboxJSON) *envd.Client {
+	e.t.Helper()
+	hc := &http.Client{Transport: headerTransport{rt: http.DefaultTransport, h: map[string]string{
+		sandboxIDHeader: sb.SandboxID, sandboxPortHeader: EnvdPort,
+	}}}
+	c, err := envd.NewClient(e.url, hc, envd.WithAccessToken(sb.EnvdAccessToken), envd.WithKeepalive(0))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond every 50 ms for up to 10 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// backendGone reports whether no sandbox of the provider carries the id.
+func (e *testEnv) backendGone(id string) bool {
+	infos, err := e.p.List(context.Background(), map[string]string{IDLabel: id})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(infos) == 0
+}

@@ -1,0 +1,181 @@
+package serve
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// List limits (as upstream: 100 a page by default and at most).
+const (
+	defaultListLimit = 100
+	maxListLimit     = 100
+)
+
+// listQuery is a parsed GET /v2/sandboxes (or /sandboxes) query.
+type listQuery struct {
+	metadata     map[string]string
+	running      bool // state includes running (or no state given)
+	template     string
+	startedAfter time.Time
+	desc         bool
+	limit        int
+	after        *pageKey
+}
+
+type pageKey struct {
+	started time.Time
+	id      string
+}
+
+func (k pageKey) encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.started.UnixNano(), 10) + "." + k.id))
+}
+
+func decodePageKey(tok string) (*pageKey, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, badQuery("nextToken is malformed")
+	}
+	ns, id, ok := strings.Cut(string(b), ".")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, badQuery("nextToken is malformed")
+	}
+	return &pageKey{started: time.Unix(0, n), id: id}, nil
+}
+
+// parseMetadata reads the metadata filter: an urlencoded "k=v&k2=v2" whose
+// keys and values the SDKs have URI-encoded once more.
+func parseMetadata(raw string) (map[string]string, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, badQuery("metadata %q is not k=v&...: %v", raw, err)
+	}
+	out := map[string]string{}
+	unesc := func(s string) string {
+		if u, err := url.PathUnescape(s); err == nil {
+			return u
+		}
+		return s
+	}
+	for k, vs := range q {
+		out[unesc(k)] = unesc(vs[len(vs)-1])
+	}
+	return out, nil
+}
+
+func parseListQuery(q url.Values) (listQuery, error) {
+	lq := listQuery{limit: defaultListLimit, running: true}
+	var err error
+	if lq.metadata, err = parseMetadata(q.Get("metadata")); err != nil {
+		return lq, err
+	}
+	if states := q["state"]; len(states) > 0 {
+		lq.running = false
+		for _, v := range states {
+			for st := range strings.SplitSeq(v, ",") {
+				switch strings.TrimSpace(st) {
+				case "running":
+					lq.running = true
+				case "paused", "":
+				default:
+					return lq, badQuery("state %q is not running or paused", st)
+				}
+			}
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return lq, badQuery("limit %q is not a positive number", v)
+		}
+		lq.limit = min(n, maxListLimit)
+	}
+	if v := q.Get("nextToken"); v != "" {
+		if lq.after, err = decodePageKey(v); err != nil {
+			return lq, err
+		}
+	}
+	lq.template = q.Get("template")
+	if v := q.Get("startedAfter"); v != "" {
+		if lq.startedAfter, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return lq, badQuery("startedAfter %q is not an RFC 3339 time", v)
+		}
+	}
+	switch q.Get("order") {
+	case "", "asc":
+	case "desc":
+		lq.desc = true
+	default:
+		return lq, badQuery("order %q is not asc or desc", q.Get("order"))
+	}
+	return lq, nil
+}
+
+// before reports whether a comes before b in the listing order.
+func (lq listQuery) before(a, b pageKey) bool {
+	if !a.started.Equal(b.started) {
+		return a.started.Before(b.started) != lq.desc
+	}
+	return (a.id < b.id) != lq.desc
+}
+
+// list answers GET /v2/sandboxes and GET /sandboxes: the key's sandboxes,
+// filtered, a page at a time with X-Next-Token.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, keyID string) {
+	lq, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	all := s.st.snapshot() // ascending
+	if lq.desc {
+		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
+			all[i], all[j] = all[j], all[i]
+		}
+	}
+	out := []listedJSON{}
+	var last pageKey
+	more := false
+	for _, rec := range all {
+		k := pageKey{started: rec.startedAt, id: rec.id}
+		if rec.keyID != keyID || !lq.running || (lq.after != nil && !lq.before(*lq.after, k)) {
+			continue
+		}
+		if lq.template != "" && rec.templateID != lq.template {
+			continue
+		}
+		if !lq.startedAfter.IsZero() && !rec.startedAt.After(lq.startedAfter) {
+			continue
+		}
+		if !matches(rec.metadata, lq.metadata) {
+			continue
+		}
+		if len(out) == lq.limit {
+			more = true
+			break
+		}
+		out = append(out, s.listedJSON(rec))
+		last = k
+	}
+	if more {
+		w.Header().Set("X-Next-Token", last.encode())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,156 @@
+package serve
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/serve/apikeys"
+)
+
+// EnvdVersion is the envd version the server reports. It must be semver
+// and at least 0.4.0 (the server supplies the default user); the SDKs gate
+// features on it: 0.5.2 closeStdin, 0.5.7 octet-stream upload.
+const EnvdVersion = "0.6.0"
+
+// EnvdPort is the port of envd in E2B's sandbox host names.
+const EnvdPort = "49983"
+
+// DefaultTemplate is the template the SDKs ask for when given none.
+const DefaultTemplate = "base"
+
+// Options configure New.
+type Options struct {
+	// Provider hands out the sandboxes; required. The server does not
+	// close it.
+	Provider *sandbox.Provider
+	// Keys are the accepted API keys; required.
+	Keys *apikeys.Keyring
+	// Domain is returned to clients as the sandboxes' domain and routes
+	// data-plane calls by Host "<port>-<id>.<domain>". "" means "localhost".
+	Domain string
+	// Templates maps a templateID to an image of the provider. "base" must
+	// map to an image with /bin/bash: the SDKs run every command as
+	// /bin/bash -l -c. When "base" is missing, BaseImage is used for it.
+	Templates map[string]string
+	// BaseImage is the image of template "base" when Templates lacks it.
+	BaseImage string
+	// MaxSandboxesPerKey caps the live sandboxes of one API key; more is
+	// answered 429 with Retry-After. 0 means 20.
+	MaxSandboxesPerKey int
+	// MaxTimeout bounds a sandbox's timeout; 0 means 24 h.
+	MaxTimeout time.Duration
+	// MaxBodyBytes bounds a control-plane request body; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// MaxUploadBytes bounds one POST /files body; 0 means 1 GiB.
+	MaxUploadBytes int64
+	// HomeDir is the default working directory and the base of relative
+	// paths in sandboxes served through the sandbox API; "" means /root.
+	HomeDir string
+	// DenyInternet creates every sandbox without network, whatever
+	// allow_internet_access says. Without it, allow_internet_access (true
+	// unless a client says otherwise) gets a public network where the
+	// provider has one, and none where it does not.
+	DenyInternet bool
+	// KeepOnClose leaves the server's sandboxes running at Close (their
+	// provider-side TTL still ends them); by default Close deletes them.
+	KeepOnClose bool
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Provider == nil {
+		return sandbox.Errorf(sandbox.InvalidArgument, "serve: a provider is required")
+	}
+	if o.Keys == nil || o.Keys.Len() == 0 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "serve: at least one API key is required")
+	}
+	if o.Domain == "" {
+		o.Domain = "localhost"
+	}
+	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
+	if strings.ContainsAny(o.Domain, "/:@ ") {
+		return sandbox.Errorf(sandbox.InvalidArgument, "serve: domain %q must be a bare host name (no scheme, port or path)", o.Domain)
+	}
+	o.Templates = maps.Clone(o.Templates)
+	if o.Templates == nil {
+		o.Templates = map[string]string{}
+	}
+	if _, ok := o.Templates[DefaultTemplate]; !ok && o.BaseImage != "" {
+		o.Templates[DefaultTemplate] = o.BaseImage
+	}
+	if len(o.Templates) == 0 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "serve: no template: give a base image or --template NAME=IMAGE")
+	}
+	for name, img := range o.Templates {
+		if name == "" || img == "" {
+			return sandbox.Errorf(sandbox.InvalidArgument, "serve: template %q=%q: both name and image are required", name, img)
+		}
+	}
+	if o.MaxSandboxesPerKey <= 0 {
+		o.MaxSandboxesPerKey = 20
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = 24 * time.Hour
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.MaxUploadBytes <= 0 {
+		o.MaxUploadBytes = 1 << 30
+	}
+	if o.HomeDir == "" {
+		o.HomeDir = "/root"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// ParseTemplate parses a --template NAME=IMAGE flag.
+func ParseTemplate(kv string) (name, image string, err error) {
+	name, image, ok := strings.Cut(kv, "=")
+	if !ok || name == "" || image == "" {
+		return "", "", sandbox.Errorf(sandbox.InvalidArgument, "template %q is not NAME=IMAGE", kv)
+	}
+	return name, image, nil
+}
+
+func (o *Options) templateNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(o.Templates)), ", ")
+}
+
+func (o *Options) image(template string) (string, error) {
+	img, ok := o.Templates[template]
+	if !ok {
+		return "", sandbox.Errorf(sandbox.NotFound, "template %q is not served here (templates: %s)", template, o.templateNames())
+	}
+	return img, nil
+}
+
+// URLs are what a client sets to use a server listening at addr.
+type URLs struct {
+	APIURL     string // E2B_API_URL
+	SandboxURL string // E2B_SANDBOX_URL
+	Domain     string // E2B_DOMAIN
+}
+
+// ClientURLs returns the environment an E2B client needs for a server at
+// base (e.g. "http://127.0.0.1:3000").
+func ClientURLs(base, domain string) URLs {
+	if domain == "" {
+		domain = "localhost"
+	}
+	return URLs{APIURL: base, SandboxURL: base, Domain: domain}
+}
+
+// Exports prints the URLs as shell exports.
+func (u URLs) Exports() string {
+	return fmt.Sprintf("export E2B_API_URL=%s\nexport E2B_SANDBOX_URL=%s\nexport E2B_DOMAIN=%s\n", u.APIURL, u.SandboxURL, u.Domain)
+}

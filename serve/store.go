@@ -1,0 +1,164 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox"
+)
+
+// record is one sandbox the server handed out.
+type record struct {
+	id         string // the E2B sandbox ID
+	keyID      string // the API key that created it (apikeys.ID)
+	token      string // envd access token; a secret
+	templateID string
+	image      string
+	metadata   map[string]string
+	internet   bool
+	startedAt  time.Time
+
+	sb    *sandbox.Sandbox
+	plane http.Handler // the envd data plane
+	close io.Closer    // closes plane; nil for the proxy
+
+	mu    sync.Mutex
+	endAt time.Time
+	timer *time.Timer
+	gen   int // bumped by every timer change, so a stale timer does nothing
+}
+
+func (r *record) tokenOK(presented string) bool {
+	return subtle.ConstantTimeCompare([]byte(presented), []byte(r.token)) == 1
+}
+
+func (r *record) deadline() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endAt
+}
+
+// store indexes the live records and counts each key's sandboxes, live and
+// being created.
+type store struct {
+	mu      sync.Mutex
+	byID    map[string]*record
+	byToken map[[32]byte]*record // by SHA-256 of the token: no timing hint from map lookups
+	perKey  map[string]int
+	closed  bool
+}
+
+func newStore() *store {
+	return &store{byID: map[string]*record{}, byToken: map[[32]byte]*record{}, perKey: map[string]int{}}
+}
+
+// reserve takes one of key's slots; false when it has max already.
+func (st *store) reserve(keyID string, max int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || st.perKey[keyID] >= max {
+		return false
+	}
+	st.perKey[keyID]++
+	return true
+}
+
+func (st *store) release(keyID string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.perKey[keyID]--; st.perKey[keyID] <= 0 {
+		delete(st.perKey, keyID)
+	}
+}
+
+// soonestEnd is when the key's first sandbox ends, for Retry-After.
+func (st *store) soonestEnd(keyID string) time.Time {
+	var soonest time.Time
+	for _, r := range st.snapshot() {
+		if r.keyID != keyID {
+			continue
+		}
+		if end := r.deadline(); soonest.IsZero() || end.Before(soonest) {
+			soonest = end
+		}
+	}
+	return soonest
+}
+
+// add makes r findable; false when the store is closed.
+func (st *store) add(r *record) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return false
+	}
+	st.byID[r.id] = r
+	st.byToken[sha256.Sum256([]byte(r.token))] = r
+	return true
+}
+
+// take removes and returns the record, or nil when it is not there: of
+// concurrent deletes exactly one gets it.
+func (st *store) take(id string) *record {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	r := st.byID[id]
+	if r == nil {
+		return nil
+	}
+	delete(st.byID, id)
+	delete(st.byToken, sha256.Sum256([]byte(r.token)))
+	return r
+}
+
+func (st *store) get(id string) *record {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byID[id]
+}
+
+func (st *store) byTokenOf(token string) *record {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byToken[sha256.Sum256([]byte(token))]
+}
+
+// snapshot returns the live records by start time, then ID.
+func (st *store) snapshot() []*record {
+	st.mu.Lock()
+	out := make([]*record, 0, len(st.byID))
+	for _, r := range st.byID {
+		out = append(out, r)
+	}
+	st.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].startedAt.Equal(out[j].startedAt) {
+			return out[i].startedAt.Before(out[j].startedAt)
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// closeAll stops further adds and returns every live record's ID.
+func (st *store) closeAll() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	ids := make([]string, 0, len(st.byID))
+	for id := range st.byID {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (st *store) live() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.byID)
+}
