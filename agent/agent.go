@@ -75,17 +75,20 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 
+	// Catch the stop signals before serving: once the socket answers, a
+	// SIGTERM is a clean stop, never the default death.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	defer signal.Stop(sigs)
+
 	dl := newDeadline(o.Deadline)
+	defer dl.stop()
 	mux := http.NewServeMux()
 	mux.Handle(ControlPath, dl)
 	mux.Handle("/", o.Handler)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	defer signal.Stop(sigs)
 
 	var result error
 	select {

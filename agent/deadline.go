@@ -65,6 +65,16 @@ func (d *deadline) set(t time.Time) bool {
 	return true
 }
 
+// stop releases the timer; the deadline no longer fires.
+func (d *deadline) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+}
+
 func (d *deadline) fire() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
