@@ -383,29 +383,15 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, keyID string) {
 	writeJSON(w, http.StatusOK, s.sandboxJSON(rec))
 }
 
-// resume is how SDKs before 2.6 connect. Sandboxes here are never paused,
-// so a live one is simply handed back (201) with its timeout applied.
+// resume is how SDKs before 2.6 connect to a paused sandbox (they try
+// POST /timeout first). Sandboxes here are never paused, so a live one is
+// 409 "already running", which those SDKs read as success; unknown is 404.
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, keyID string) {
 	rec := s.owned(w, r, keyID)
 	if rec == nil {
 		return
 	}
-	var req struct {
-		timeoutRequest
-		AutoPause *bool `json:"autoPause"`
-	}
-	if !s.readJSON(w, r, &req) {
-		return
-	}
-	d, err := s.timeoutOf(req.Timeout, 0)
-	if err == nil && d > 0 {
-		err = s.retime(r.Context(), rec, d, false)
-	}
-	if err != nil {
-		writeError(w, statusOf(err), "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, s.sandboxJSON(rec))
+	writeError(w, http.StatusConflict, "sandbox %q is already running", rec.id)
 }
 
 func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request, keyID string) {

@@ -280,8 +280,15 @@ func TestTimeoutConnectResume(t *testing.T) {
 	if d := time.Until(e.s.st.get(sb.SandboxID).deadline()); !near(d, 1000*time.Second) {
 		t.Fatalf("connect with a longer timeout: %v left", d)
 	}
-	if r := e.call("POST", "/sandboxes/"+sb.SandboxID+"/resume", testKey, `{"autoPause":false,"timeout":60}`, nil); r.status != 201 {
+	// Old SDKs resume only what setTimeout could not reach; a running
+	// sandbox is 409, which they read as "already running".
+	if r := e.call("POST", "/sandboxes/"+sb.SandboxID+"/resume", testKey, `{"autoPause":false,"timeout":60}`, nil); r.status != 409 {
 		t.Fatalf("resume: %d %s", r.status, r.body)
+	} else {
+		r.errorCode(t)
+	}
+	if r := e.call("POST", "/sandboxes/unknown0000000000000/resume", testKey, `{"timeout":60}`, nil); r.status != 404 {
+		t.Fatalf("resume unknown: %d", r.status)
 	}
 	for _, body := range []string{`{"timeout":0}`, `{}`, `{"timeout":"x"}`} {
 		if r := e.call("POST", "/sandboxes/"+sb.SandboxID+"/timeout", testKey, body, nil); r.status != 400 {

@@ -62,10 +62,12 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 	case token != "":
 		// SDKs 2.7 - 2.14.0 send /files with neither header nor host; the
 		// token is unique per sandbox.
+		// A token that names no live sandbox most likely belonged to one
+		// that is gone: answer as for a gone sandbox (isRunning reads 502
+		// as false). Tokens are 256 random bits; this tells nothing.
 		rec = s.st.byTokenOf(token)
 		if rec == nil {
-			s.m.authFails.WithLabelValues("data").Inc()
-			refuse(w, r, http.StatusUnauthorized, connect.CodeUnauthenticated, "the access token names no sandbox")
+			refuse(w, r, http.StatusBadGateway, connect.CodeNotFound, "no running sandbox has this access token (killed or timed out)")
 			return
 		}
 	default:

@@ -359,9 +359,15 @@ func TestDataPlaneSecurity(t *testing.T) {
 	if r.status != 404 || !strings.Contains(string(r.body), "not_found") {
 		t.Fatalf("RPC to an unknown sandbox: %d %s", r.status, r.body)
 	}
-	// A token that names no sandbox, with nothing else.
-	if r := e.filesCall("GET", "path=/x", nil, map[string]string{envd.AccessTokenHeader: "nosuchtoken"}); r.status != 401 {
+	// A token that names no sandbox, with nothing else, is a gone sandbox.
+	if r := e.filesCall("GET", "path=/x", nil, map[string]string{envd.AccessTokenHeader: "nosuchtoken"}); r.status != 502 {
 		t.Fatalf("unknown token: %d", r.status)
+	}
+	if r := e.call("GET", "/health", "", nil, map[string]string{envd.AccessTokenHeader: "nosuchtoken"}); r.status != 502 {
+		t.Fatalf("health by an unknown token: %d", r.status)
+	}
+	if r := e.call("GET", "/health", "", nil, map[string]string{envd.AccessTokenHeader: b.EnvdAccessToken}); r.status != 204 {
+		t.Fatalf("envd health by token: %d", r.status)
 	}
 	if r := e.filesCall("GET", "path=/x", nil, map[string]string{}); r.status != 400 {
 		t.Fatalf("no sandbox named: %d", r.status)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -57,7 +58,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // isData tells data-plane calls apart; only /health exists on both planes,
-// and goes to the data plane when a sandbox is named.
+// and goes to the data plane when a sandbox is named (by header, host or
+// access token).
 func (s *Server) isData(r *http.Request) bool {
 	if r.Header.Get(sandboxIDHeader) != "" {
 		return true
@@ -66,6 +68,9 @@ func (s *Server) isData(r *http.Request) bool {
 		return true
 	}
 	p := r.URL.Path
+	if p == "/health" && r.Header.Get(envd.AccessTokenHeader) != "" {
+		return true // SDKs 2.7 - 2.14.0: isRunning names the sandbox by token alone
+	}
 	return p == "/files" || strings.HasPrefix(p, "/process.Process/") || strings.HasPrefix(p, "/filesystem.Filesystem/")
 }
 

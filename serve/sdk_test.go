@@ -1,0 +1,140 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sdkDir holds the official e2b npm SDK at the versions whose wire differs
+// (package.json); .ci/run installs them with npm ci.
+const sdkDir = "testdata/sdk"
+
+// sdks are the installed SDK versions, by package name: 2.51.0 (POST
+// /v2/sandboxes and /v2/.../connect), 2.14.1 (v1 routes; headers on every
+// data-plane call) and 2.10.4 (/files and /health without the id header:
+// routed by access token). SDKs before 2.7 cannot be pointed at a plain
+// HTTP address (no E2B_SANDBOX_URL): they need https://49983-<id>.<domain>.
+var sdks = []string{"e2b", "e2b-old", "e2b-2.10"}
+
+// sdkRoutes are the control-plane routes each SDK must have used.
+var sdkRoutes = map[string][]string{
+	"e2b":      {"/v2/sandboxes", "/v2/sandboxes/{id}/connect"},
+	"e2b-old":  {"/sandboxes", "/sandboxes/{id}/connect"},
+	"e2b-2.10": {"/sandboxes", "/sandboxes/{id}/connect"},
+}
+
+// nodeSDK returns node's path, or skips when node or the installed SDKs
+// are missing.
+func nodeSDK(t testing.TB) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the SDK scenario needs Node.js >= 20.18")
+	}
+	for _, m := range sdks {
+		if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", m, "package.json")); err != nil {
+			t.Skipf("the e2b SDK is not installed: run npm ci in serve/%s", sdkDir)
+		}
+	}
+	return node
+}
+
+// runSDK runs scenario.mjs in mode with one SDK against e.
+func (e *testEnv) runSDK(node, sdk, mode string, extra ...string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "scenario.mjs", mode)
+	cmd.Dir = sdkDir
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + e.t.TempDir(),
+		"SDK=" + sdk,
+		"E2B_API_URL=" + e.url,
+		"E2B_SANDBOX_URL=" + e.url,
+		"E2B_DOMAIN=localhost",
+		"E2B_API_KEY=" + testKey,
+	}, extra...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("%s scenario (%s): %v\n%s", sdk, mode, err, out)
+	}
+	return string(out)
+}
+
+// TestSDKScenario runs the Must-show scenario of issue 5 with each
+// installed version of the official SDK (sdks).
+// The fake backend's sandboxes get a /bin/bash (busybox sh) from
+// bashProvider, since the SDKs run every command as /bin/bash -l -c.
+func TestSDKScenario(t *testing.T) {
+	node := nodeSDK(t)
+	for _, sdk := range sdks {
+		t.Run(sdk, func(t *testing.T) {
+			e := newEnv(t, nil, nil)
+			out := e.runSDK(node, sdk, "scenario")
+			for _, want := range []string{
+				"ok create with metadata and envs",
+				"ok commands.run streams stdout and stderr to callbacks",
+				"ok non-zero exit is CommandExitError",
+				"ok cwd and env",
+				"ok background command killed by pid",
+				"ok files write, read, list, exists, makeDir, remove",
+				"ok 5 MB round trip",
+				"ok list filtered by metadata",
+				"ok setTimeout shortens life; gone after",
+				"ok connect from a second client",
+				"ok kill; kill of an unknown id is false",
+				"PASS",
+			} {
+				if !strings.Contains(out, want+"\n") {
+					t.Fatalf("no %q in the scenario's output:\n%s", want, out)
+				}
+			}
+			if n := e.s.st.live(); n != 0 {
+				t.Fatalf("%d sandboxes left after the scenario", n)
+			}
+			var routes = map[string]bool{}
+			for _, s := range strings.Split(e.metrics(), "\n") {
+				if strings.HasPrefix(s, "berth_serve_requests_total{") {
+					routes[s[strings.Index(s, "route=")+7:strings.LastIndex(s, `"}`)]] = true
+				}
+			}
+			for _, want := range sdkRoutes[sdk] {
+				if !routes[want] {
+					t.Fatalf("%s did not use %s: %v", sdk, want, routes)
+				}
+			}
+		})
+	}
+}
+
+func (e *testEnv) metrics() string {
+	return string(e.call("GET", "/metrics", "", nil, nil).body)
+}
+
+// BenchmarkSDK times Sandbox.create and commands.run('true') through the
+// official JS SDK against the server (fake backend) and reports their
+// medians. The numbers in BENCHMARKS.md come from here.
+func BenchmarkSDK(b *testing.B) {
+	node := nodeSDK(b)
+	e := newEnv(b, func(o *Options) { o.MaxSandboxesPerKey = 100 }, nil)
+	for b.Loop() {
+		out := e.runSDK(node, "e2b", "bench")
+		var res struct {
+			CreateP50 float64 `json:"create_p50_ms"`
+			RunP50    float64 `json:"run_true_p50_ms"`
+		}
+		line := out[:strings.Index(out, "\n")]
+		if err := json.Unmarshal([]byte(line), &res); err != nil {
+			b.Fatalf("bench output %q: %v", out, err)
+		}
+		b.ReportMetric(res.CreateP50, "create-p50-ms")
+		b.ReportMetric(res.RunP50, "run-true-p50-ms")
+	}
+}
