@@ -72,6 +72,10 @@ func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
 	if err := checkRoot(); err != nil {
 		return nil, err
 	}
+	sec, err := r.Seccomp.profile()
+	if err != nil {
+		return nil, err
+	}
 	var slirpBin string
 	if c.Network == NetworkPublic {
 		if slirpBin, err = lookSlirp(r.Slirp); err != nil {
@@ -93,7 +97,7 @@ func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
 		return nil, fmt.Errorf("create container dir: %w", err)
 	}
 	ct := &Container{rt: r, bin: bin, id: c.ID, dir: c.Dir}
-	if err := ct.setup(ctx, &c, slirpBin); err != nil {
+	if err := ct.setup(ctx, &c, sec, slirpBin); err != nil {
 		derr := ct.Delete(context.WithoutCancel(ctx))
 		return nil, errors.Join(fmt.Errorf("create container %s: %w", c.ID, err), derr)
 	}
@@ -102,7 +106,7 @@ func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
 
 func (ct *Container) path(name string) string { return filepath.Join(ct.dir, name) }
 
-func (ct *Container) setup(ctx context.Context, c *Config, slirpBin string) error {
+func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string) error {
 	for _, d := range []string{upperDir, workDir, rootfsDir, bundleDir, etcDir} {
 		if err := os.Mkdir(ct.path(d), 0o755); err != nil {
 			return err
@@ -113,14 +117,6 @@ func (ct *Container) setup(ctx context.Context, c *Config, slirpBin string) erro
 	}
 	if err := writeEtc(ct.path(etcDir), c); err != nil {
 		return err
-	}
-	var sec *specs.LinuxSeccomp
-	if !ct.rt.NoSeccomp {
-		p, err := defaultSeccomp()
-		if err != nil {
-			return err
-		}
-		sec = p
 	}
 	cgroupsPath := path.Join(ct.rt.cgroupParent(), c.ID)
 	spec := buildSpec(c, ct.path(rootfsDir), ct.path(etcDir), cgroupsPath, sec)

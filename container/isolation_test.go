@@ -116,3 +116,37 @@ func TestSandboxesCannotSeeEachOther(t *testing.T) {
 		t.Fatalf("write went to the shared image layer: %v", err)
 	}
 }
+
+func TestSeccompBlocksUserNamespaces(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	for _, tc := range []struct {
+		profile Seccomp
+		allowed bool
+	}{
+		{SeccompNone, true}, // the control: without a filter it works
+		{SeccompDefault, false},
+		{SeccompDocker, false},
+	} {
+		name := string(tc.profile)
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			rt := r
+			rt.Seccomp = tc.profile
+			ct := create(t, rt, testConfig(t))
+			out, code := execIn(t, rt, ct, "unshare", "-U", "true")
+			if code == 127 {
+				t.Fatalf("no unshare applet: %q", out)
+			}
+			if (code == 0) != tc.allowed {
+				t.Fatalf("unshare -U: exit %d %q, want allowed=%v", code, out, tc.allowed)
+			}
+			// Ordinary work is unaffected: fork, exec, pipes, files.
+			if out, code := execIn(t, rt, ct, "sh", "-c", "echo ok | cat > /tmp/f && cat /tmp/f"); code != 0 || out != "ok\n" {
+				t.Fatalf("plain shell work: exit %d %q", code, out)
+			}
+		})
+	}
+}

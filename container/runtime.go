@@ -10,10 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-
-	"github.com/moby/profiles/seccomp"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -33,8 +29,9 @@ type Runtime struct {
 	CgroupParent string
 	// Slirp is the slirp4netns binary for NetworkPublic; "" finds it in PATH.
 	Slirp string
-	// NoSeccomp leaves out the seccomp filter (for runtimes without it).
-	NoSeccomp bool
+	// Seccomp is the seccomp filter of every container; the zero value is
+	// SeccompDefault.
+	Seccomp Seccomp
 }
 
 // Defaults of Runtime's fields.
@@ -134,18 +131,5 @@ func fileTail(path string) string {
 	b, _ := io.ReadAll(io.LimitReader(f, max))
 	return tail(b)
 }
-
-// defaultSeccomp is Docker's default profile for the capability set of
-// every container, built once (it is large and the same every time).
-var defaultSeccomp = sync.OnceValues(func() (*specs.LinuxSeccomp, error) {
-	s := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{
-		Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps,
-	}}}
-	p, err := seccomp.GetDefaultProfile(s)
-	if err != nil {
-		return nil, fmt.Errorf("build seccomp profile: %w", err)
-	}
-	return p, nil
-})
 
 var errDeleted = errors.New("container deleted")

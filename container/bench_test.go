@@ -1,0 +1,174 @@
+package container
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks report the median in ms as "p50-ms" besides Go's mean ns/op.
+// Run: go test ./container -run '^$' -bench . -benchtime 50x
+
+func reportP50(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
+}
+
+// benchRuntimes are the runtimes that work here, each with the three
+// seccomp profiles (the filter is compiled by the runtime at every start).
+func benchRuntimes(b *testing.B) map[string]Runtime {
+	out := map[string]Runtime{}
+	for _, bin := range []string{"runc", "crun"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			continue
+		}
+		r := testRuntime(b)
+		r.Binary = bin
+		// crun 1.8 refuses cgroup v1 hosts whose cgroup2 mount has a
+		// controller (hybrid mode); say so rather than fail.
+		probe, err := r.Create(context.Background(), testConfig(b))
+		if err != nil {
+			b.Logf("%s does not work here: %v", bin, err)
+			continue
+		}
+		if err := probe.Delete(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		out[bin] = r
+		r.Seccomp = SeccompDocker
+		out[bin+"-seccomp-docker"] = r
+		r.Seccomp = SeccompNone
+		out[bin+"-seccomp-none"] = r
+	}
+	return out
+}
+
+// BenchmarkCreate times Create until the runtime has started the init
+// (busybox sleep): the runtime-layer part of create-to-first-exec.
+func BenchmarkCreate(b *testing.B) {
+	needRoot(b)
+	for name, r := range benchRuntimes(b) {
+		b.Run(name, func(b *testing.B) {
+			var ds []time.Duration
+			for i := 0; i < b.N; i++ {
+				c := testConfig(b)
+				t0 := time.Now()
+				ct, err := r.Create(context.Background(), c)
+				ds = append(ds, time.Since(t0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := ct.Delete(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			reportP50(b, ds)
+		})
+	}
+}
+
+// BenchmarkCreateAgentReady times Create plus the first answer of the agent
+// (testinit) on its socket: create to first request.
+func BenchmarkCreateAgentReady(b *testing.B) {
+	needRoot(b)
+	r := testRuntime(b)
+	var ds []time.Duration
+	for i := 0; i < b.N; i++ {
+		c, sock := agentConfig(b)
+		t0 := time.Now()
+		ct, err := r.Create(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		agentGet(b, sock, "/hello")
+		ds = append(ds, time.Since(t0))
+		b.StopTimer()
+		if err := ct.Delete(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	reportP50(b, ds)
+}
+
+// BenchmarkDelete times teardown: kill, pidfd wait, runtime delete,
+// unmount, cgroup and dir removal.
+func BenchmarkDelete(b *testing.B) {
+	needRoot(b)
+	for name, r := range benchRuntimes(b) {
+		b.Run(name, func(b *testing.B) {
+			var ds []time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				ct, err := r.Create(context.Background(), testConfig(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				if err := ct.Delete(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(t0))
+			}
+			reportP50(b, ds)
+		})
+	}
+}
+
+// BenchmarkIdleMemory creates b.N agent containers, keeps them all alive,
+// and reports the mean memory charged to each one's memory cgroup (the
+// agent's RSS, page cache and kernel memory it caused) and the agent's own
+// RSS. Nothing stays resident on the host per container besides that: no
+// shim, runc exits after start.
+func BenchmarkIdleMemory(b *testing.B) {
+	needRoot(b)
+	r := testRuntime(b)
+	var cts []*Container
+	defer func() {
+		for _, ct := range cts {
+			ct.Delete(context.Background())
+		}
+	}()
+	for i := 0; i < b.N; i++ {
+		c, sock := agentConfig(b)
+		ct, err := r.Create(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cts = append(cts, ct)
+		agentGet(b, sock, "/hello")
+	}
+	b.StopTimer()
+	var charged, rss float64
+	for _, ct := range cts {
+		mem, err := os.ReadFile(filepath.Join(ct.CgroupPaths()["memory"], "memory.usage_in_bytes"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		charged += float64(atoi(b, string(mem)))
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(ct.Pid()) + "/status")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				rss += float64(atoi(b, strings.TrimSuffix(strings.TrimSpace(v), " kB"))) * 1024
+			}
+		}
+	}
+	n := float64(len(cts))
+	b.ReportMetric(charged/n/(1<<20), "cgroup-MiB/sandbox")
+	b.ReportMetric(rss/n/(1<<20), "agent-rss-MiB/sandbox")
+}
