@@ -210,13 +210,7 @@ func agentConfig(t testing.TB) (Config, string) {
 	t.Helper()
 	c := testConfig(t)
 	sock := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false) // the container keeps listening after we close ours
-	f, err := ln.File()
-	ln.Close()
+	f, err := ListenUnix(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +224,15 @@ func agentConfig(t testing.TB) (Config, string) {
 // agentGet does a GET on the agent behind sock.
 func agentGet(t testing.TB, sock, path string) string {
 	t.Helper()
+	body, err := agentGetErr(sock, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// agentGetErr is agentGet for goroutines other than the test's.
+func agentGetErr(sock, path string) (string, error) {
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
@@ -240,14 +243,14 @@ func agentGet(t testing.TB, sock, path string) string {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		return "", fmt.Errorf("GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // create creates c and registers a Delete that must succeed.
