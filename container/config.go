@@ -28,6 +28,10 @@ type Config struct {
 	Dir string
 	// Init is the argv of PID 1, resolved inside the container.
 	Init []string
+	// InitBinary, when set, is a host file bind-mounted read-only at
+	// Init[0] (which must then be absolute), e.g. the berth binary as
+	// /.berth/agent: the image need not contain the agent.
+	InitBinary string
 	// Mounts are extra bind mounts, e.g. the agent binary read-only at
 	// /.berth/agent. Their sources must exist.
 	Mounts []Mount
@@ -110,6 +114,18 @@ func (c *Config) validate() error {
 	}
 	if len(c.Init) == 0 || c.Init[0] == "" {
 		return types.Errorf(types.InvalidArgument, "container %s: no init program", c.ID)
+	}
+	if c.InitBinary != "" {
+		if !filepath.IsAbs(c.Init[0]) || filepath.Clean(c.Init[0]) == "/" {
+			return types.Errorf(types.InvalidArgument, "init %q: want an absolute path to mount the init binary at", c.Init[0])
+		}
+		fi, err := os.Stat(c.InitBinary)
+		if err != nil {
+			return types.Errorf(types.InvalidArgument, "init binary: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return types.Errorf(types.InvalidArgument, "init binary %s is not a regular file", c.InitBinary)
+		}
 	}
 	if c.Cwd != "" && !filepath.IsAbs(c.Cwd) {
 		return types.Errorf(types.InvalidArgument, "cwd %q is not absolute", c.Cwd)

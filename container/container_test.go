@@ -2,6 +2,7 @@ package container
 
 import (
 	"context"
+	"os"
 	"net/url"
 	"strings"
 	"testing"
@@ -21,7 +22,13 @@ func TestCreateRunsAgentInit(t *testing.T) {
 	if out != "exit=7\nhi\n" {
 		t.Fatalf("exec through agent: %q", out)
 	}
-	_ = ct
+	// The agent binary is the host's file, mounted read-only.
+	if out, code := execIn(t, r, ct, "sh", "-c", "echo x > /.berth/agent"); code == 0 {
+		t.Fatalf("sandbox overwrote its agent binary: %q", out)
+	}
+	if fi, err := os.Stat(c.InitBinary); err != nil || fi.Size() < 1<<20 {
+		t.Fatalf("host agent binary damaged: %v %v", fi, err)
+	}
 }
 
 func TestDeleteLeavesNothing(t *testing.T) {

@@ -35,6 +35,12 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		{"missing mount source", func(c *Config, _ *Runtime) {
 			c.Mounts = []Mount{{Source: "/nonexistent/agent", Target: "/.berth/agent"}}
 		}, types.InvalidArgument, "mount source"},
+		{"missing init binary", func(c *Config, _ *Runtime) {
+			c.Init, c.InitBinary = []string{"/.berth/agent"}, "/nonexistent/berth"
+		}, types.InvalidArgument, "init binary"},
+		{"init binary at a relative path", func(c *Config, _ *Runtime) {
+			c.Init, c.InitBinary = []string{"agent"}, "/bin/busybox"
+		}, types.InvalidArgument, "absolute path"},
 		{"bad network", func(c *Config, _ *Runtime) { c.Network = "host" }, types.InvalidArgument, "network"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

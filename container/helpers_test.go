@@ -216,7 +216,7 @@ func agentConfig(t testing.TB) (Config, string) {
 	}
 	t.Cleanup(func() { f.Close() })
 	c.Init = []string{"/.berth/agent"}
-	c.Mounts = []Mount{{Source: testInit(t), Target: "/.berth/agent", ReadOnly: true}}
+	c.InitBinary = testInit(t)
 	c.ExtraFiles = []*os.File{f}
 	return c, sock
 }

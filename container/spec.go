@@ -177,7 +177,11 @@ func mounts(c *Config, etc string) []specs.Mount {
 			Options: []string{"rbind", "rprivate", "nosuid", "nodev", "noexec"},
 		})
 	}
-	for _, m := range c.Mounts {
+	all := c.Mounts
+	if c.InitBinary != "" {
+		all = append([]Mount{{Source: c.InitBinary, Target: c.Init[0], ReadOnly: true}}, all...)
+	}
+	for _, m := range all {
 		opts := []string{"rbind", "rprivate", "nosuid", "nodev"}
 		if m.ReadOnly {
 			opts = append(opts, "ro")
