@@ -2,8 +2,8 @@ package container
 
 import (
 	"context"
-	"os"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
