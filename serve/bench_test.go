@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/driver"
+)
+
+// BenchmarkExec compares one exec of `true` (start to exit, output
+// delivered) made directly and through the server, for both data planes:
+//
+//   - sandbox-api: the provider's Sandbox.Exec vs an envd client through
+//     the server, which translates to Sandbox.Exec;
+//   - proxy: an envd client on the agent's unix socket vs the same client
+//     through the server, which forwards to that socket.
+//
+// The difference of each pair is what the serve layer adds per exec.
+func BenchmarkExec(b *testing.B) {
+	ctx := context.Background()
+	execTrue := func(b *testing.B, exec func() (int, error)) {
+		for b.Loop() {
+			if code, err := exec(); code != 0 || err != nil {
+				b.Fatalf("true: %d %v", code, err)
+			}
+		}
+	}
+	viaClient := func(c *envd.Client, args ...string) func() (int, error) {
+		return func() (int, error) {
+			p, err := c.Exec(ctx, sandbox.Command{Args: args})
+			if err != nil {
+				return -1, err
+			}
+			return p.Wait(ctx)
+		}
+	}
+
+	b.Run("sandbox-api", func(b *testing.B) {
+		e := newEnv(b, nil, nil)
+		sb := e.create(testKey, nil)
+		infos, err := e.p.List(ctx, map[string]string{IDLabel: sb.SandboxID})
+		if err != nil || len(infos) != 1 {
+			b.Fatal(infos, err)
+		}
+		direct, err := e.p.Connect(ctx, infos[0].ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer direct.Close()
+		b.Run("direct", func(b *testing.B) {
+			execTrue(b, func() (int, error) {
+				r, err := direct.Run(ctx, sandbox.Command{Args: []string{"true"}})
+				return r.ExitCode, err
+			})
+		})
+		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
+	})
+
+	b.Run("proxy", func(b *testing.B) {
+		dir, err := os.MkdirTemp("", "berth-agent-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		ap := &agentProvider{t: b, dir: dir, agents: map[string]string{}}
+		e := newEnv(b, nil, func(d driver.Provider) driver.Provider { ap.Provider = d; return ap })
+		sb := e.create(testKey, nil)
+		rec := e.s.st.get(sb.SandboxID)
+		ep, err := rec.sb.EnvdEndpoint(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct, err := envd.NewClient(ep.BaseURL, envd.UnixHTTPClient(ap.agents[rec.sb.ID()]), envd.WithAccessToken(ep.AccessToken), envd.WithKeepalive(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer direct.Close()
+		b.Run("direct", func(b *testing.B) { execTrue(b, viaClient(direct, "true")) })
+		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
+	})
+}
