@@ -47,3 +47,18 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	}
 	assertGone(t, r, ct)
 }
+
+func TestInitGetsEnvCwdUser(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	c, sock := agentConfig(t)
+	c.Env = []string{"FOO=bar baz"}
+	c.Cwd = "/tmp"
+	c.User = User{UID: 1000, GID: 1000, AdditionalGIDs: []uint32{2000}}
+	create(t, r, c)
+	out := agentGet(t, sock, "/exec?"+url.Values{"arg": {"/bin/sh", "-c", `echo "$FOO"; pwd; id -u; id -G; echo "$PATH"`}}.Encode())
+	want := "exit=0\nbar baz\n/tmp\n1000\n1000 2000\n" + strings.TrimPrefix(defaultPath, "PATH=") + "\n"
+	if out != want {
+		t.Fatalf("got %q, want %q", out, want)
+	}
+}
