@@ -91,7 +91,10 @@ func daytona() registry.Entry {
 			ResourceMode: types.ResourcesLimits,
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		},
-		Open: openDaytona,
+		// Daytona builds it once ("FROM debian:bookworm-slim") and reuses the
+		// snapshot; it has the coreutils the exec wrapper needs.
+		DefaultImage: "debian:bookworm-slim",
+		Open:         openDaytona,
 	}
 }
 

@@ -27,7 +27,9 @@ const (
 	stateError       = "error"
 	stateBuildFailed = "build_failed"
 	stateArchived    = "archived"
+	stateArchiving   = "archiving"
 	statePaused      = "paused"
+	statePausing     = "pausing"
 )
 
 // gone reports whether a sandbox in this state is, for berth, deleted.

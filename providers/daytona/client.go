@@ -22,8 +22,9 @@ const (
 
 // client sends authenticated requests to the REST API and the toolbox.
 type client struct {
-	base    string // REST base URL, no trailing slash
-	key     Secret
+	base string // REST base URL, no trailing slash
+	key  Secret // revealed only into the Authorization header
+
 	hc      *http.Client
 	log     *slog.Logger
 	retries int // 429 retries of calls other than create

@@ -1,15 +1,21 @@
 package daytona_test
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
+	"github.com/berth-sh/berth/smoke"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -70,3 +76,73 @@ func TestConformance(t *testing.T) {
 		Skip: suiteSkips,
 	})
 }
+
+// TestGoldenEpisode runs `berth smoke`'s golden episode through the
+// registry's daytona entry, pointed at the in-process server by
+// DAYTONA_API_URL as a user would point it.
+func TestGoldenEpisode(t *testing.T) {
+	needCommands(t)
+	srv := newServer(t, daytonatest.Options{})
+	env := registry.MapEnviron(map[string]string{"DAYTONA_API_KEY": srv.APIKey(), "DAYTONA_API_URL": srv.URL()}, t.TempDir())
+	rep, err := smoke.Run(t.Context(), smoke.Options{Backend: "daytona", Registry: builtin.Registry(), Env: env}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	if !rep.Pass || rep.Reward != 1 || rep.ExitStatus != smoke.Submitted {
+		t.Fatalf("golden episode on daytona:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+	if live := srv.Live(); len(live) > 0 {
+		for _, id := range live {
+			if st := srv.State(id); st != "destroying" {
+				t.Errorf("sandbox %s left %s after the episode", id, st)
+			}
+		}
+	}
+}
+
+// TestLive runs the suite against Daytona itself when a key is at hand.
+// DAYTONA_API_URL and DAYTONA_TARGET pick the endpoint and region,
+// DAYTONA_TEST_IMAGE the image (debian:bookworm-slim), and
+// DAYTONA_DISK_QUOTA_GB the account's disk quota (30, tier 1).
+func TestLive(t *testing.T) {
+	key := os.Getenv("DAYTONA_API_KEY")
+	if key == "" {
+		for _, e := range builtin.Entries() {
+			if e.Name == "daytona" {
+				t.Skipf("DAYTONA_API_KEY is not set; provision a key with: %s", e.Credential.ProvisionHint)
+			}
+		}
+		t.Skip("DAYTONA_API_KEY is not set")
+	}
+	image := os.Getenv("DAYTONA_TEST_IMAGE")
+	if image == "" {
+		image = "debian:bookworm-slim"
+	}
+	quota := 30
+	if q, err := strconv.Atoi(os.Getenv("DAYTONA_DISK_QUOTA_GB")); err == nil && q > 0 {
+		quota = q
+	}
+	opts := daytona.Options{
+		APIKey: registry.Secret(key), BaseURL: os.Getenv("DAYTONA_API_URL"), Target: os.Getenv("DAYTONA_TARGET"),
+		DiskQuotaGB: quota, DeleteOnStop: true,
+	}
+	d, err := daytona.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	sandboxtest.Run(t, sandboxtest.Harness{
+		// One driver value for all cases, so that the disk cap sees them all.
+		Open: func(t *testing.T) *sandbox.Provider { return sandbox.NewProvider("daytona", noClose{d}) },
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: image, TTL: 30 * time.Minute} },
+		Skip: suiteSkips,
+	})
+}
+
+// noClose shares one driver among the suite's provider values.
+type noClose struct{ *daytona.Provider }
+
+func (noClose) Close() error { return nil }

@@ -54,7 +54,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if p.disk != nil {
 		p.disk.bind(sb.ID, diskGB)
 	}
-	started, err := p.waitStarted(ctx, sb.ID)
+	started, err := p.waitStarted(ctx, sb.ID, false)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
@@ -159,11 +159,15 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 }
 
 // waitStarted waits, up to the start timeout, for the sandbox to reach
-// `started`. A build that failed reports the end of its build log.
-func (p *Provider) waitStarted(ctx context.Context, id string) (*sandboxDTO, error) {
+// `started`. A build that failed reports the end of its build log. A
+// sandbox that stops instead is an error, unless it was stopped when a
+// start was just asked for (the state may not have moved yet).
+func (p *Provider) waitStarted(ctx context.Context, id string, fromStopped bool) (*sandboxDTO, error) {
 	wctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
-	sb, err := p.waitState(wctx, id, func(s string) bool { return s == stateStarted || failed(s) || gone(s) })
+	sb, err := p.waitState(wctx, id, func(s string) bool {
+		return s == stateStarted || failed(s) || gone(s) || (s == stateStopped && !fromStopped)
+	})
 	switch {
 	case err != nil && ctx.Err() == nil && wctx.Err() != nil:
 		state := "unknown"
@@ -177,7 +181,7 @@ func (p *Provider) waitStarted(ctx context.Context, id string) (*sandboxDTO, err
 		return nil, p.failure(ctx, types.InvalidArgument, sb, "the image build failed")
 	case sb.State == stateError:
 		return nil, p.failure(ctx, types.Unavailable, sb, "the sandbox failed to start")
-	case gone(sb.State):
+	case sb.State != stateStarted:
 		return nil, types.Errorf(types.Unavailable, "daytona: sandbox %s was %s while starting", id, sb.State)
 	}
 	return sb, nil

@@ -40,11 +40,21 @@ func New(opts Options) (*Provider, error) {
 		opts: opts,
 		c:    &client{base: base.String(), key: opts.APIKey, hc: opts.HTTPClient, log: opts.Logger, retries: opts.RateLimitRetries},
 	}
+	// The key lives in the client only: fmt prints unexported fields
+	// without their Format methods, so a copy in opts would print raw in
+	// %v of the Provider.
+	p.opts.APIKey = nil
 	if opts.DiskQuotaGB > 0 {
 		p.disk = newDiskCap(opts.DiskQuotaGB)
 	}
 	return p, nil
 }
+
+// String names the provider and its endpoint, and nothing secret.
+func (p *Provider) String() string { return "daytona provider at " + p.c.base }
+
+// GoString is String, so that %#v prints nothing secret either.
+func (p *Provider) GoString() string { return p.String() }
 
 // Capabilities reports what the driver supports.
 func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
@@ -56,6 +66,11 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
+	if sb.State == stateStopping || sb.State == stateArchiving || sb.State == statePausing {
+		if sb, err = p.waitState(ctx, id, settled); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case gone(sb.State):
 		return nil, types.Errorf(types.NotFound, "daytona: sandbox %s is %s", id, sb.State)
@@ -66,9 +81,11 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		if err := p.c.do(ctx, call{method: http.MethodPost, url: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
 			return nil, err
 		}
-		fallthrough
+		if sb, err = p.waitStarted(ctx, sb.ID, true); err != nil {
+			return nil, err
+		}
 	default:
-		if sb, err = p.waitStarted(ctx, sb.ID); err != nil {
+		if sb, err = p.waitStarted(ctx, sb.ID, false); err != nil {
 			return nil, err
 		}
 	}

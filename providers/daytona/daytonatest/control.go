@@ -27,8 +27,8 @@ const (
 	stateDestroyed        = "destroyed"
 )
 
-// sandbox is the server's record; exported fields are the API's Sandbox.
-type sandbox struct {
+// Sandbox is the API's view of a sandbox, as GET /sandbox/{id} answers.
+type Sandbox struct {
 	ID                 string            `json:"id"`
 	OrganizationID     string            `json:"organizationId"`
 	Name               string            `json:"name"`
@@ -53,6 +53,11 @@ type sandbox struct {
 	CreatedAt          string            `json:"createdAt"`
 	UpdatedAt          string            `json:"updatedAt"`
 	LastActivityAt     string            `json:"lastActivityAt"`
+}
+
+// sandbox is the server's record of one sandbox.
+type sandbox struct {
+	Sandbox
 
 	dir        string // root of the sandbox's file system is dir/root
 	buildLog   string
@@ -182,13 +187,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	sb := &sandbox{
+	sb := &sandbox{Sandbox: Sandbox{
 		ID: id, OrganizationID: "org-test", Name: name, Snapshot: req.Snapshot, User: req.User,
 		Env: orEmpty(req.Env), Labels: orEmpty(req.Labels), Public: req.Public,
 		NetworkBlockAll: req.NetworkBlockAll, NetworkAllowList: req.NetworkAllowList, DomainAllowList: req.DomainAllowList,
 		Target: req.Target, CPU: cpu, Memory: mem, Disk: disk,
 		AutoStopInterval: ptrOr(req.AutoStopInterval, 15), AutoDeleteInterval: ptrOr(req.AutoDeleteInterval, -1),
-		BuildInfo: req.BuildInfo, CreatedAt: stamp(now),
+		BuildInfo: req.BuildInfo, CreatedAt: stamp(now)},
 		dir: filepath.Join(s.opts.Dir, id), lastActive: now, sessions: map[string]*session{},
 	}
 	if sb.User == "" {
@@ -411,8 +416,8 @@ func (s *Server) labels(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 }
 
 // dto is the API's view of sb; s.mu is held.
-func (s *Server) dto(sb *sandbox) sandbox {
-	out := *sb
+func (s *Server) dto(sb *sandbox) Sandbox {
+	out := sb.Sandbox
 	out.Env = maps.Clone(sb.Env)
 	out.Labels = maps.Clone(sb.Labels)
 	out.LastActivityAt = stamp(sb.lastActive)

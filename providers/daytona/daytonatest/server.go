@@ -64,6 +64,9 @@ type Fault struct {
 	Message string
 	// Header is added to the answer (Retry-After-<throttler>).
 	Header map[string]string
+	// AfterServing serves the request first and then answers with the
+	// error instead: an answer lost after the work was done.
+	AfterServing bool
 }
 
 func (f *Fault) matches(r *http.Request) bool {
@@ -240,6 +243,18 @@ func (s *Server) Live() []string {
 	return ids
 }
 
+// Sandbox returns the API's view of a sandbox by ID or name, as the
+// driver would read it; false when there is none.
+func (s *Server) Sandbox(idOrName string) (Sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.find(idOrName)
+	if sb == nil {
+		return Sandbox{}, false
+	}
+	return s.dto(sb), true
+}
+
 // State returns the state of a sandbox, "" when there is none.
 func (s *Server) State(id string) string {
 	s.mu.Lock()
@@ -283,14 +298,18 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Status: sw.status, At: at})
 			s.mu.Unlock()
 		}()
+		authorized := r.Header.Get("Authorization") == "Bearer "+s.opts.APIKey
 		if f := s.takeFault(r); f != nil {
+			if f.AfterServing && authorized {
+				next.ServeHTTP(httptest.NewRecorder(), r)
+			}
 			for k, v := range f.Header {
 				sw.Header().Set(k, v)
 			}
 			writeError(sw, f.Status, strings.ReplaceAll(f.Message, "{auth}", r.Header.Get("Authorization")))
 			return
 		}
-		if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+		if !authorized {
 			writeError(sw, http.StatusUnauthorized, "Unauthorized")
 			return
 		}

