@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,8 +105,11 @@ func (s *Server) method(m string, f http.HandlerFunc) http.HandlerFunc {
 func sortedKeys(m map[string]keyedFunc) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
-		out = append(out, k)
+		if k != "*" {
+			out = append(out, k)
+		}
 	}
+	slices.Sort(out)
 	return out
 }
 
