@@ -132,8 +132,15 @@ func TestDataPlaneFiles(t *testing.T) {
 		t.Fatalf("5 MB round trip: %d bytes back, %v", len(got), err)
 	}
 	fi, err := c.Stat(ctx, "/data/big.bin")
-	if err != nil || fi.Size != 5<<20 || fi.Type != sandbox.FileRegular || fi.Name != "big.bin" {
+	if err != nil || fi.Size != 5<<20 || fi.Type != sandbox.FileRegular || fi.Name != "big.bin" || fi.Mode != 0o644 {
 		t.Fatalf("stat: %+v %v", fi, err)
+	}
+	// berth's ?mode= extension is honoured.
+	if err := c.WriteFile(ctx, "/data/run.sh", strings.NewReader("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := c.Stat(ctx, "/data/run.sh"); err != nil || fi.Mode != 0o755 {
+		t.Fatalf("mode of an executable upload: %+v %v", fi, err)
 	}
 	if err := c.MakeDir(ctx, "/data/sub/deeper"); err != nil {
 		t.Fatal(err)

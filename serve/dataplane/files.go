@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"path"
@@ -76,6 +77,17 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	rawPath := r.URL.Query().Get("path")
+	// ?mode= is berth's extension (octal permission bits); upstream envd
+	// ignores it and so may clients.
+	mode := fs.FileMode(0o644)
+	if raw := r.URL.Query().Get("mode"); raw != "" {
+		m, err := strconv.ParseUint(raw, 8, 32)
+		if err != nil || m > 0o777 || m == 0 {
+			WriteHTTPError(w, http.StatusBadRequest, "mode %q is not octal permission bits", raw)
+			return
+		}
+		mode = fs.FileMode(m)
+	}
 	var written []envdproto.FileUpload
 	save := func(raw string, body io.Reader) bool {
 		p, err := ResolvePath(raw, h.opts.HomeDir)
@@ -84,7 +96,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		lr := &limitReader{r: body, left: limit}
-		if err := h.sb.WriteFrom(r.Context(), p, lr, 0o644); err != nil {
+		if err := h.sb.WriteFrom(r.Context(), p, lr, mode); err != nil {
 			status := StatusOf(err)
 			if lr.over {
 				status = http.StatusRequestEntityTooLarge
