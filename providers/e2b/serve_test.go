@@ -1,0 +1,63 @@
+package e2b_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/providers/e2b"
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+	"github.com/berth-sh/berth/serve"
+	"github.com/berth-sh/berth/serve/apikeys"
+)
+
+// TestSuiteAgainstServe runs the conformance suite through the driver
+// against an in-process `berth serve`, whose backend is the test
+// registry's fake provider (chrooted busybox sandboxes).
+func TestSuiteAgainstServe(t *testing.T) {
+	r := harbortest.Registry(t, nil) // skips without root or busybox
+	backend, err := r.Open(t.Context(), "fake", harbortest.Env(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := apikeys.Generate()
+	keys, err := apikeys.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(serve.Options{
+		Provider:           backend,
+		Keys:               keys,
+		BaseImage:          "host",
+		MaxSandboxesPerKey: 100,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+		backend.Close()
+	})
+	urls := serve.ClientURLs(hs.URL, "")
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			d, err := e2b.New(e2b.Options{
+				APIKey:     registry.Secret(key),
+				APIURL:     urls.APIURL,
+				SandboxURL: urls.SandboxURL,
+				Domain:     urls.Domain,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sandbox.NewProvider("e2b", d)
+		},
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "base", TTL: 10 * time.Minute} },
+		Skip: suiteSkips,
+	})
+}
