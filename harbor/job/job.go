@@ -16,6 +16,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
@@ -65,7 +66,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, *Summary, erro
 	if abs, err := filepath.Abs(cfg.TasksPath); err == nil {
 		cfg.TasksPath = abs
 	}
-	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return nil, nil, err
 	}
 	j := &Job{cfg: cfg, opts: opts, dir: dir, res: Result{ID: newUUID(), StartedAt: time.Now().UTC()}}
@@ -328,22 +329,11 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 			j.mu.Lock()
 			j.res.Stats.NRetries++
 			j.mu.Unlock()
-			_ = throttleSleep(ctx, throttle.Backoff(try+1, j.cfg.RetryBackoffMin, j.cfg.RetryBackoffMax))
+			_ = throttle.Sleep(ctx, throttle.Backoff(try+1, j.cfg.RetryBackoffMin, j.cfg.RetryBackoffMax))
 			continue // a cancelled sleep ends at the ctx check above
 		}
 		j.finish(res)
 		return
-	}
-}
-
-func throttleSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -391,7 +381,7 @@ func (j *Job) update(pending, running int, final bool) {
 	if final {
 		j.res.FinishedAt = j.res.UpdatedAt
 	}
-	if err := writeJSON(filepath.Join(j.dir, "result.json"), &j.res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(j.dir, "result.json"), &j.res); err != nil {
 		j.log.Error("writing result.json", "error", err)
 	}
 }
@@ -421,16 +411,4 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

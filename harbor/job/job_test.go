@@ -274,4 +274,3 @@ func TestResumeToleratesTruncatedResult(t *testing.T) {
 		t.Fatalf("resume: %+v", res.Stats)
 	}
 }
-

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // maxTTL caps the sandbox lifetime of a trial whose phases have no limit.
@@ -167,7 +168,7 @@ func (r *run) healthcheck(ctx context.Context) error {
 		retries = *hc.Retries
 	}
 	if hc.StartPeriodSec != nil {
-		if err := sleep(ctx, time.Duration(*hc.StartPeriodSec*float64(time.Second))); err != nil {
+		if err := throttle.Sleep(ctx, time.Duration(*hc.StartPeriodSec*float64(time.Second))); err != nil {
 			return err
 		}
 	}
@@ -181,22 +182,11 @@ func (r *run) healthcheck(ctx context.Context) error {
 		if err == nil {
 			last = sandbox.Errorf(sandbox.Unknown, "healthcheck exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := throttle.Sleep(ctx, interval); err != nil {
 			return err
 		}
 	}
 	return fail(EnvironmentError, "healthcheck %q failed %d times: %w", hc.Command, retries+1, last)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func tail(b []byte, n int) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
@@ -114,7 +115,7 @@ func Run(ctx context.Context, o Options) *Result {
 	if err == nil {
 		r.res.TaskChecksum = sum
 	}
-	_ = writeJSON(filepath.Join(o.Dir, "config.json"), r.res.Config)
+	_ = atomicfile.WriteJSON(filepath.Join(o.Dir, "config.json"), r.res.Config)
 
 	r.phases(ctx)
 	r.teardown(ctx)
@@ -123,7 +124,7 @@ func Run(ctx context.Context, o Options) *Result {
 	if r.res.ExceptionInfo != nil {
 		_ = os.WriteFile(filepath.Join(o.Dir, "exception.txt"), []byte(r.res.ExceptionInfo.ExceptionType+": "+r.res.ExceptionInfo.ExceptionMessage+"\n"), 0o644)
 	}
-	if err := writeJSON(filepath.Join(o.Dir, "result.json"), r.res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(o.Dir, "result.json"), r.res); err != nil {
 		r.logf("writing result.json: %v", err)
 	}
 	if r.log != nil {

@@ -114,7 +114,7 @@ func (g *Gate) Create(ctx context.Context, p *sandbox.Provider, spec sandbox.Spe
 			return nil, nil, err
 		}
 		// The slot is free while we wait: other creates may go.
-		if werr := sleep(ctx, g.backoff(attempt+1, err)); werr != nil {
+		if werr := Sleep(ctx, g.backoff(attempt+1, err)); werr != nil {
 			release()
 			return nil, nil, errors.Join(err, werr)
 		}
@@ -201,7 +201,9 @@ func Permanent(err error) error {
 	return &permanent{err}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx ends, whichever is first; it returns ctx's
+// error when ctx ended.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
