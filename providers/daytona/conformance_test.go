@@ -2,6 +2,7 @@ package daytona_test
 
 import (
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,3 +147,13 @@ func TestLive(t *testing.T) {
 type noClose struct{ *daytona.Provider }
 
 func (noClose) Close() error { return nil }
+
+// TestEntryStatesTheDriversCapabilities: the registry entry (read without
+// opening the driver) and the driver report the same capabilities.
+func TestEntryStatesTheDriversCapabilities(t *testing.T) {
+	for _, e := range builtin.Entries() {
+		if e.Name == "daytona" && !reflect.DeepEqual(e.Capabilities, daytona.Capabilities()) {
+			t.Errorf("entry %+v, driver %+v", e.Capabilities, daytona.Capabilities())
+		}
+	}
+}

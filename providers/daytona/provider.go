@@ -79,6 +79,10 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	case sb.State == stateStarted:
 	case sb.State == stateStopped || sb.State == stateArchived || sb.State == statePaused:
 		if err := p.c.do(ctx, call{method: http.MethodPost, url: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
+			// Auto-delete may have taken it between the read and the start.
+			if now, gerr := p.get(ctx, sb.ID); refusedForState(err) && (errors.Is(gerr, types.ErrNotFound) || (gerr == nil && gone(now.State))) {
+				return nil, types.Errorf(types.NotFound, "daytona: sandbox %s was deleted while being started again", id)
+			}
 			return nil, err
 		}
 		if sb, err = p.waitStarted(ctx, sb.ID, true); err != nil {
