@@ -28,6 +28,13 @@
 // where the stream stopped. Stdin travels the same way in reverse through the
 // session's input route, with an end marker that closes the program's stdin.
 //
+// Signal runs `kill` on the PID the wrapper recorded, through the toolbox's
+// one-off execute call; a command's Timeout deletes its session, which kills
+// everything it started. The toolbox reports no PIDs, so Process.PID is 0.
+// Stat follows a final symlink (the toolbox's file info does), and there is
+// no symlink upload. Commands run as the sandbox's user; another
+// Command.User is NotSupported.
+//
 // Errors map onto the sandbox classes: 401/403 Unauthenticated, 404
 // NotFound, 409 AlreadyExists, 400 InvalidArgument, 5xx Unavailable, and 429
 // ResourceExhausted carrying the advised wait from Retry-After or

@@ -51,8 +51,15 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 		fw.Write(head)
 		mw.Close()
 		body := buf.Bytes()
-		err = s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(),
-			body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}, nil)
+		up := call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(),
+			body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}
+		err = s.p.c.do(ctx, up, nil)
+		if missingParent(err) {
+			// Daemons older than gin 1.10 do not create parents: make them.
+			if ferr := s.mkdirAll(ctx, path.Dir(p)); ferr == nil {
+				err = s.p.c.do(ctx, up, nil)
+			}
+		}
 	} else {
 		err = s.uploadStream(ctx, u, q, p, io.MultiReader(bytes.NewReader(head), r))
 	}
@@ -148,11 +155,22 @@ func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
 	case !errors.Is(err, types.ErrNotFound):
 		return err
 	}
+	return s.mkdirAll(ctx, p)
+}
+
+// mkdirAll creates dir and its parents; an existing directory is fine.
+func (s *Sandbox) mkdirAll(ctx context.Context, dir string) error {
 	u, err := s.tb(ctx, "/files/folder")
 	if err != nil {
 		return err
 	}
-	return s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: url.Values{"path": {p}, "mode": {"0755"}}}, nil)
+	return s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: url.Values{"path": {dir}, "mode": {"0755"}}}, nil)
+}
+
+// missingParent reports an upload refused because the directory is missing.
+func missingParent(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status < 500 && strings.Contains(ae.Message, "no such file or directory")
 }
 
 // Remove deletes a file or a directory tree.

@@ -173,10 +173,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, root *os.Root, n
 		if part.FormName() != "file" {
 			continue
 		}
-		// As gin's SaveUploadedFile: parents made, the file truncated.
-		if err := root.MkdirAll(path.Dir(name), 0o750); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
+		// As gin's SaveUploadedFile: parents made (since gin 1.10), the
+		// file truncated.
+		if !s.opts.UploadWithoutParents {
+			if err := root.MkdirAll(path.Dir(name), 0o750); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
 		}
 		f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
 		if err != nil {

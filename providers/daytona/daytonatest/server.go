@@ -39,6 +39,9 @@ type Options struct {
 	RefuseDeleteStarted bool
 	// PageSize is the page size of GET /sandbox; zero means 100.
 	PageSize int
+	// UploadWithoutParents makes uploads fail when the file's directory is
+	// missing, as daemons built with gin before 1.10 did.
+	UploadWithoutParents bool
 }
 
 // Request is one request the server received.
