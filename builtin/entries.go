@@ -81,7 +81,7 @@ func daytona() registry.Entry {
 			ProvisionHint: keyFileHint("~/.config/daytona", "~/.config/daytona/api_key", "Daytona API key"),
 		},
 		// Workers read these; an address and a region are safe by value.
-		Forward: []string{"DAYTONA_API_URL", "DAYTONA_TARGET", "DAYTONA_DISK_QUOTA_GB"},
+		Forward: []string{"DAYTONA_API_URL", "DAYTONA_TARGET"},
 		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: "https://app.daytona.io/api", Path: "/sandbox"},
 		// Tier 1 allows 300 creates a minute; auto-stop must outlast the
 		// trial by 30 minutes or it lands mid-trial.
