@@ -74,10 +74,3 @@ func (d *diskCap) releaseID(id string) {
 		d.release(gb)
 	}
 }
-
-// inUse reports the GB held, for tests and logs.
-func (d *diskCap) inUse() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.used
-}

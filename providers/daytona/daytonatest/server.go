@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -358,8 +357,6 @@ func readJSON(r *http.Request, v any) error {
 	}
 	return nil
 }
-
-var errNoSandbox = errors.New("no such sandbox")
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -146,6 +146,9 @@ func TestStatesAndRefusals(t *testing.T) {
 
 	srv.FailBuilds(1, "step 1\nERROR: no such image\n")
 	code, body = api(t, srv, "POST", srv.URL()+"/sandbox", key, map[string]any{"disk": 1, "buildInfo": map[string]string{"dockerfileContent": "FROM nosuch"}}, nil)
+	if code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("create with a failing build: %d %s", code, body)
+	}
 	json.Unmarshal(body, &sb)
 	waitState(t, srv, sb.ID, "build_failed")
 	if _, logs := api(t, srv, "GET", srv.URL()+"/sandbox/"+sb.ID+"/build-logs", key, nil, nil); !strings.Contains(string(logs), "ERROR: no such image") {
