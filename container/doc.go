@@ -6,6 +6,13 @@
 // and the files to pass it, and it returns a handle that can signal, wait for
 // and tear down the container.
 //
+// There is no user namespace: runc 1.1 cannot id-map the image's files, so
+// inside one they show as nobody's and root cannot write them. Isolation
+// rests on the other namespaces, dropped capabilities, seccomp and cgroups.
+//
+// The agent's socket should be created on the host with ListenUnix and
+// passed in ExtraFiles, rather than bind-mounting a writable directory.
+//
 // What Create sets up, in order, each step undone in reverse if a later one
 // fails:
 //
@@ -16,7 +23,10 @@
 //     cgroup namespaces, an explicit cgroupsPath under Runtime.CgroupParent,
 //     cpu/memory/pids limits, Docker's default capability set minus the ones
 //     a sandbox never needs, no_new_privileges, Docker's masked and
-//     read-only paths, Docker's default seccomp profile, and minimal /dev;
+//     read-only paths, a seccomp deny list (Docker's allow list on request,
+//     see Seccomp), no rlimit changes, and a minimal /dev (null, zero, full,
+//     random, urandom, tty, pts, shm, mqueue) behind a deny-all device
+//     cgroup;
 //   - `runtime run --detach` with stdio on /dev/null and a log file (the
 //     runtime's init inherits its stdio, and pipes would keep it attached);
 //   - for Network public, slirp4netns attached to the container's network
