@@ -2,6 +2,7 @@ package container
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -152,4 +153,64 @@ func rmdirTree(p string) error {
 		}
 	}
 	return nil
+}
+
+// expectedCgroups returns where runc (cgroupfs driver) puts a container
+// whose cgroupsPath is p: under each hierarchy's root when p is absolute,
+// else under the cgroup of the process that ran it, which is this one.
+func expectedCgroups(p string) map[string]string {
+	out := map[string]string{}
+	if filepath.IsAbs(p) {
+		mounts, err := cgroupMounts()
+		if err != nil {
+			return out
+		}
+		for h, m := range mounts {
+			if h == "" {
+				h = "unified"
+			}
+			out[h] = filepath.Join(m.point, p)
+		}
+		return out
+	}
+	own, err := cgroupPaths(os.Getpid(), "")
+	if err != nil {
+		return out
+	}
+	for h, dir := range own {
+		out[h] = filepath.Join(dir, p)
+	}
+	return out
+}
+
+// killCgroupProcs SIGKILLs every process in the given (container-own)
+// cgroups and waits for them to exit, so that the directories can be
+// removed. It is for containers whose init was never known: a runtime
+// killed half way through start leaves its own init process behind.
+func killCgroupProcs(ctx context.Context, paths map[string]string) error {
+	var errs []error
+	for _, dir := range paths {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue // not there: nothing to kill
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || pid <= 0 {
+				continue
+			}
+			p, err := openProc(pid, 0)
+			if err != nil {
+				continue // exited meanwhile
+			}
+			if err := p.signal(unix.SIGKILL); err != nil {
+				errs = append(errs, err)
+			}
+			if _, err := p.wait(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("wait for pid %d in %s: %w", pid, dir, err))
+			}
+			p.close()
+		}
+	}
+	return errors.Join(errs...)
 }

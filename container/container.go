@@ -51,6 +51,7 @@ type Container struct {
 	pid     int
 	start   uint64            // start time of pid, see procStartTime
 	cgroups map[string]string // hierarchy -> host dir
+	cgPath  string            // the spec's cgroupsPath
 
 	proc  *proc  // nil when the init was already gone at Load
 	slirp *slirp // nil unless started by this process
@@ -119,6 +120,7 @@ func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSecco
 		return err
 	}
 	cgroupsPath := path.Join(ct.rt.cgroupParent(), c.ID)
+	ct.cgPath = cgroupsPath
 	spec := buildSpec(c, ct.path(rootfsDir), ct.path(etcDir), cgroupsPath, sec)
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -324,7 +326,23 @@ func (ct *Container) Delete(ctx context.Context) error {
 	if mountErr != nil {
 		errs = append(errs, mountErr)
 	}
-	if err := removeCgroups(ct.cgroups); err != nil {
+	cgroups := ct.cgroups
+	if cgroups == nil && ct.cgPath != "" {
+		// The runtime failed or was killed before the init's cgroups were
+		// read: remove where it would have put them.
+		cgroups = expectedCgroups(ct.cgPath)
+	}
+	if ct.proc == nil {
+		// No handle on the init (a start killed half way, or a Load
+		// of an exited one): whatever is still in its cgroups goes.
+		kctx, cancel := context.WithTimeout(ctx, killTimeout)
+		err := killCgroupProcs(kctx, cgroups)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeCgroups(cgroups); err != nil {
 		errs = append(errs, err)
 	}
 	// Never remove the directory while the overlay may be mounted: that

@@ -2,7 +2,11 @@ package container
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,5 +100,39 @@ func TestLoadRunning(t *testing.T) {
 	assertGone(t, r, ct)
 	if _, err := r.Load(context.Background(), ct.Dir()); types.ClassOf(err) != types.NotFound {
 		t.Fatalf("load after delete: %v, want NotFound", err)
+	}
+}
+
+// TestCreateCancelledAnywhere cancels Create at different points; whatever
+// the point, it either succeeds or leaves nothing behind.
+func TestCreateCancelledAnywhere(t *testing.T) {
+	needRoot(t)
+	r := testRuntime(t)
+	for _, d := range []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 8 * time.Millisecond,
+		15 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond} {
+		c := testConfig(t)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		ct, err := r.Create(ctx, c)
+		cancel()
+		if err == nil {
+			if err := ct.Delete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, r, ct)
+			continue
+		}
+		assertNoDir(t, c.Dir)
+		if r.stateExists(c.ID) {
+			t.Errorf("%v: runtime state left", d)
+		}
+		for h, p := range expectedCgroups(filepath.Join(r.CgroupParent, c.ID)) {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%v: %s cgroup left: %s", d, h, p)
+			}
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		if strings.Contains(string(mi), c.Dir) {
+			t.Errorf("%v: mount left", d)
+		}
 	}
 }
