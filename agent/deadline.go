@@ -23,6 +23,8 @@ type deadlineMsg struct {
 	Deadline string `json:"deadline"`
 }
 
+var _ http.Handler = (*deadline)(nil)
+
 // deadline is a movable point in time that closes a channel when reached.
 type deadline struct {
 	mu    sync.Mutex
