@@ -3,7 +3,6 @@ package container
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -95,22 +94,6 @@ func unmount(target string) error {
 			return fmt.Errorf("unmount %s: %w", target, err)
 		}
 	}
-}
-
-// isMountPoint reports whether p is listed as a mount point in
-// /proc/self/mountinfo.
-func isMountPoint(p string) (bool, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMountinfo(f[4]) == p {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for space, ...) the
