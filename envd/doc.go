@@ -2,13 +2,18 @@
 // filesystem services over Connect with the JSON codec, plus the plain HTTP
 // routes /files and /health (shared/facts/e2b-protocol.md).
 //
-// NewServer returns an http.Handler that runs processes with os/exec and does
-// file operations on real paths. The berth binary serves it as PID 1 inside a
-// local sandbox, over a unix socket (see UnixHTTPClient), and `berth serve`
-// can mount it. NewClient is the other side: its methods match the contracts
-// of sandbox/driver, so the local and e2b providers import this package and
+// The server side is written once, in Server, over a small Backend that
+// starts processes and touches files. NewServer uses this host's backend
+// (os/exec, real paths, users): the berth binary serves it as PID 1 inside
+// a local sandbox, over a unix socket (see UnixHTTPClient). Package
+// serve/dataplane gives New a backend over the sandbox API, so that
+// `berth serve` answers the same protocol for a sandbox of any provider.
+//
+// NewClient is the other side: its methods match the contracts of
+// sandbox/driver, so the local and e2b providers import this package and
 // hand its Process out as their driver.Process.
 //
-// Importers: providers/local (agent and driver), the e2b provider, berth serve.
-// The message structs live in the subpackage envdproto.
+// Importers: providers/local (agent and driver), the e2b provider, berth
+// serve and its data plane. The message structs live in the subpackage
+// envdproto.
 package envd

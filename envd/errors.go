@@ -2,6 +2,8 @@ package envd
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +17,8 @@ import (
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// rpcError turns a file system or exec error into a Connect error whose code
-// the client maps back to a class. The message keeps the OS text (it names
+// rpcError turns a backend's error into a Connect error whose code the
+// client maps back to a class. The message keeps the cause's text (it names
 // the path, never a token).
 func rpcError(err error) *connect.Error {
 	var ce *connect.Error
@@ -26,7 +28,25 @@ func rpcError(err error) *connect.Error {
 	return connect.NewError(codeOf(err), err)
 }
 
+// classCodes is the Connect code of each class. Unauthenticated becomes
+// PermissionDenied: the caller was let in; this one operation is refused.
+var classCodes = [...]connect.Code{
+	types.NotFound:          connect.CodeNotFound,
+	types.AlreadyExists:     connect.CodeAlreadyExists,
+	types.InvalidArgument:   connect.CodeInvalidArgument,
+	types.Unauthenticated:   connect.CodePermissionDenied,
+	types.ResourceExhausted: connect.CodeResourceExhausted,
+	types.Unavailable:       connect.CodeUnavailable,
+	types.DeadlineExceeded:  connect.CodeDeadlineExceeded,
+	types.NotSupported:      connect.CodeUnimplemented,
+}
+
+// codeOf maps an error by its class (what the sandbox API returns), else by
+// its errno (what the host returns).
 func codeOf(err error) connect.Code {
+	if c := types.ClassOf(err); c > types.Unknown && int(c) < len(classCodes) {
+		return classCodes[c]
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return connect.CodeNotFound
@@ -34,19 +54,23 @@ func codeOf(err error) connect.Code {
 		return connect.CodeAlreadyExists
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
 		return connect.CodePermissionDenied
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EMFILE),
-		errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), transientErrno(err):
 		return connect.CodeResourceExhausted
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EINVAL),
 		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EXDEV),
 		errors.Is(err, syscall.ENOEXEC):
 		return connect.CodeInvalidArgument
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled
 	}
 	return connect.CodeInternal
+}
+
+// transientErrno is a shortage that passes (descriptors, memory): worth a
+// retry, unlike a full disk.
+func transientErrno(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM)
 }
 
 // httpStatusOf is the status of a /files failure.
@@ -55,22 +79,67 @@ func httpStatusOf(err error) int {
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge
 	}
-	switch codeOf(err) {
+	switch c := codeOf(err); c {
+	case connect.CodeResourceExhausted:
+		if transientErrno(err) {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusInsufficientStorage
+	case connect.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	default:
+		return httpStatusOfCode(c)
+	}
+}
+
+// httpStatusOfCode is the Connect protocol's code -> HTTP status table.
+func httpStatusOfCode(c connect.Code) int {
+	switch c {
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange, connect.CodeFailedPrecondition:
+		return http.StatusBadRequest
+	case connect.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
 	case connect.CodeNotFound:
 		return http.StatusNotFound
-	case connect.CodeAlreadyExists:
+	case connect.CodeAlreadyExists, connect.CodeAborted:
 		return http.StatusConflict
 	case connect.CodePermissionDenied:
 		return http.StatusForbidden
-	case connect.CodeInvalidArgument:
-		return http.StatusBadRequest
 	case connect.CodeResourceExhausted:
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return http.StatusInsufficientStorage
-		}
+		return http.StatusTooManyRequests
+	case connect.CodeUnimplemented:
+		return http.StatusNotImplemented
+	case connect.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
+}
+
+// WriteRPCError answers a Connect call that never reached a handler (no
+// such sandbox, a refused token) in the protocol's own error shape: a
+// unary call gets a JSON error with the code's HTTP status; a streaming
+// call gets 200 and one end-of-stream envelope carrying the error, which
+// is where Connect clients look for it.
+func WriteRPCError(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
+	body := map[string]any{"code": code.String(), "message": msg}
+	if r.Header.Get("Content-Type") == "application/connect+json" {
+		end, _ := json.Marshal(map[string]any{"error": body})
+		w.Header().Set("Content-Type", "application/connect+json")
+		w.WriteHeader(http.StatusOK)
+		frame := make([]byte, 5, 5+len(end))
+		frame[0] = 0x02
+		binary.BigEndian.PutUint32(frame[1:5], uint32(len(end)))
+		_, _ = w.Write(append(frame, end...))
+		return
+	}
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatusOfCode(code))
+	_, _ = w.Write(b)
 }
 
 // classOfCode maps a Connect code onto berth's error classes. PermissionDenied

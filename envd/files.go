@@ -1,112 +1,115 @@
 package envd
 
 import (
+	"compress/gzip"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// serveFiles answers GET and POST /files.
+// serveFiles answers GET, HEAD and POST /files.
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
 	op := "read"
 	if r.Method == http.MethodPost {
 		op = "write"
 	} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		writeHTTPError(w, http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+		WriteHTTPError(w, http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
 		return
 	}
 	if !s.filesAuthorized(r, op) {
-		writeHTTPError(w, http.StatusUnauthorized, "missing or invalid access token")
+		WriteHTTPError(w, http.StatusUnauthorized, "missing or invalid access token")
 		return
 	}
-	c, err := s.resolveCaller(q.Get("username"))
-	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
+	user := r.URL.Query().Get("username")
 	if op == "read" {
-		s.download(w, r, c, q.Get("path"))
+		s.download(w, r, user)
 		return
 	}
-	s.upload(w, r, c, q.Get("path"), q.Get("mode"))
+	s.upload(w, r, user)
 }
 
-func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller, raw string) {
-	p, err := s.resolvePath(raw, c)
+func (s *Server) download(w http.ResponseWriter, r *http.Request, user string) {
+	p, err := s.b.Path(user, r.URL.Query().Get("path"))
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, "path: %v", err)
+		WriteHTTPError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := s.b.Open(r.Context(), p)
 	if err != nil {
-		writeHTTPError(w, httpStatusOf(err), "%v", err)
+		WriteHTTPError(w, httpStatusOf(err), "%v", err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		writeHTTPError(w, httpStatusOf(err), "%v", err)
-		return
-	}
-	if fi.IsDir() {
-		writeHTTPError(w, http.StatusBadRequest, "%s is a directory", p)
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		// A FIFO or device would block or never end.
-		writeHTTPError(w, http.StatusBadRequest, "%s is not a regular file", p)
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": fi.Name()}))
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	if rs, ok := f.ReadCloser.(io.ReadSeeker); ok {
+		http.ServeContent(w, r, "", f.ModTime, rs)
+		return
+	}
+	if f.Size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(f.Size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	// Past the header an error can only cut the body short, which the
+	// client sees as a length mismatch.
+	_, _ = io.Copy(w, f)
 }
 
-// upload takes an application/octet-stream body or multipart/form-data with
-// one or more `file` fields. Each file is written to a temporary file beside
-// its destination and renamed over it, so that a failed upload leaves the old
-// file whole and a planted symlink at the destination is replaced, not
-// followed.
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller, rawPath, rawMode string) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxUploadBytes)
-	var mode *os.FileMode
-	if rawMode != "" {
-		m, err := strconv.ParseUint(rawMode, 8, 32)
+// upload takes an application/octet-stream body (gzip-encoded or not) or
+// multipart/form-data with one or more `file` fields. ?mode= is berth's
+// extension (octal permission bits); upstream envd ignores it.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, user string) {
+	limit := s.opts.MaxUploadBytes
+	if r.ContentLength > limit {
+		WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body of %d bytes is over the %d-byte limit", r.ContentLength, limit)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	var mode *uint32
+	if raw := r.URL.Query().Get("mode"); raw != "" {
+		m, err := strconv.ParseUint(raw, 8, 32)
 		if err != nil || m > 0o7777 {
-			writeHTTPError(w, http.StatusBadRequest, "mode %q is not octal permission bits", rawMode)
+			WriteHTTPError(w, http.StatusBadRequest, "mode %q is not octal permission bits", raw)
 			return
 		}
-		fm := os.FileMode(m)
-		mode = &fm
+		m32 := uint32(m)
+		mode = &m32
 	}
+	rawPath := r.URL.Query().Get("path")
 	var written []envdproto.FileUpload
 	save := func(raw string, body io.Reader) bool {
-		p, err := s.resolvePath(raw, c)
+		p, err := s.b.Path(user, raw)
 		if err != nil {
-			writeHTTPError(w, http.StatusBadRequest, "path: %v", err)
+			WriteHTTPError(w, http.StatusBadRequest, "%v", err)
 			return false
 		}
-		if err := writeFileAtomic(p, body, mode, c.acct); err != nil {
-			writeHTTPError(w, httpStatusOf(err), "write %s: %v", p, err)
+		lr := &limitReader{r: body, left: limit}
+		if err := s.b.Write(r.Context(), user, p, lr, mode); err != nil {
+			status := httpStatusOf(err)
+			if mbe := (*http.MaxBytesError)(nil); lr.over || errors.As(lr.err, &mbe) {
+				status = http.StatusRequestEntityTooLarge
+			}
+			WriteHTTPError(w, status, "write %s: %v", p, err)
 			return false
 		}
-		written = append(written, envdproto.FileUpload{Path: p, Name: filepath.Base(p), Type: "file"})
+		written = append(written, envdproto.FileUpload{Path: p, Name: path.Base(p), Type: "file"})
 		return true
 	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -114,7 +117,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller, rawPat
 	case "multipart/form-data":
 		mr, err := r.MultipartReader()
 		if err != nil {
-			writeHTTPError(w, http.StatusBadRequest, "multipart: %v", err)
+			WriteHTTPError(w, http.StatusBadRequest, "multipart: %v", err)
 			return
 		}
 		for {
@@ -123,7 +126,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller, rawPat
 				break
 			}
 			if err != nil {
-				writeHTTPError(w, httpStatusOf(err), "multipart: %v", err)
+				WriteHTTPError(w, httpStatusOf(err), "multipart: %v", err)
 				return
 			}
 			if part.FormName() != "file" {
@@ -137,7 +140,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller, rawPat
 				_, dp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
 				dest = dp["filename"]
 			} else if len(written) > 0 {
-				writeHTTPError(w, http.StatusBadRequest, "one path was given for several files")
+				WriteHTTPError(w, http.StatusBadRequest, "one path was given for several files")
 				return
 			}
 			ok := save(dest, part)
@@ -147,94 +150,56 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller, rawPat
 			}
 		}
 	case "application/octet-stream", "":
-		if !save(rawPath, r.Body) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				WriteHTTPError(w, http.StatusBadRequest, "gzip: %v", err)
+				return
+			}
+			defer zr.Close()
+			body = zr
+		}
+		if !save(rawPath, body) {
 			return
 		}
 	default:
-		writeHTTPError(w, http.StatusUnsupportedMediaType, "content type %q is not multipart/form-data or application/octet-stream", ct)
+		WriteHTTPError(w, http.StatusUnsupportedMediaType, "content type %q is not multipart/form-data or application/octet-stream", ct)
 		return
 	}
 	if len(written) == 0 {
-		writeHTTPError(w, http.StatusBadRequest, "no file in the request")
+		WriteHTTPError(w, http.StatusBadRequest, "no file in the request")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(written)
 }
 
-// writeFileAtomic writes body to p through a temporary file in the same
-// directory. New files get mode or 0644; an existing file keeps its mode and
-// owner unless mode or a user says otherwise.
-func writeFileAtomic(p string, body io.Reader, mode *os.FileMode, a *account) error {
-	dir := filepath.Dir(p)
-	if err := mkdirAllOwned(dir, a); err != nil {
-		return err
-	}
-	perm := os.FileMode(0o644)
-	uid, gid := -1, -1
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory: %w", p, syscall.EISDIR)
-		}
-		if fi.Mode().IsRegular() {
-			perm = fi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				uid, gid = int(st.Uid), int(st.Gid)
-			}
-		}
-	}
-	if mode != nil {
-		perm = *mode
-	}
-	if needsCredential(a) {
-		uid, gid = int(a.uid), int(a.gid)
-	}
-	f, err := os.CreateTemp(dir, ".berth-upload-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := io.Copy(f, body); err != nil {
-		return err
-	}
-	if uid >= 0 && (uid != os.Geteuid() || gid != os.Getegid()) {
-		if err := f.Chown(uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := f.Chmod(unixToFileMode(perm)); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
-	}
-	ok = true
-	return nil
+// limitReader fails once more than left bytes were read (a gzip body can
+// grow past the wire limit) and remembers why it failed, so that the
+// answer is 413 whatever the backend made of the failed read.
+type limitReader struct {
+	r    io.Reader
+	left int64
+	over bool
+	err  error
 }
 
-// unixToFileMode accepts either numbering for setuid/setgid/sticky.
-func unixToFileMode(m os.FileMode) os.FileMode {
-	out := m & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-	if m&0o4000 != 0 {
-		out |= os.ModeSetuid
+func (l *limitReader) Read(b []byte) (int, error) {
+	if l.left < 0 {
+		return 0, l.err
 	}
-	if m&0o2000 != 0 {
-		out |= os.ModeSetgid
+	n, err := l.r.Read(b)
+	l.left -= int64(n)
+	if l.left < 0 {
+		l.over = true
+		l.err = types.Errorf(types.ResourceExhausted, "upload is over the limit")
+		return 0, l.err
 	}
-	if m&0o1000 != 0 {
-		out |= os.ModeSticky
+	if err != nil && err != io.EOF {
+		l.err = err
 	}
-	return out
+	return n, err
 }
 
 // filesAuthorized checks X-Access-Token, or else an envd signature:
@@ -271,9 +236,11 @@ func FileSignature(path, operation, user, token, expiration string) string {
 	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, format string, args ...any) {
+// WriteHTTPError writes envd's plain HTTP error body {"code","message"}.
+func WriteHTTPError(w http.ResponseWriter, status int, format string, args ...any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Disposition")
+	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(envdproto.HTTPError{Code: status, Message: fmt.Sprintf(format, args...)})
 }

@@ -1,62 +1,73 @@
 package envd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// startParams is a validated Start request.
-type startParams struct {
-	cfg     *envdproto.ProcessConfig
-	tag     *string
-	stdin   bool
-	caller  caller
-	timeout time.Duration // 0: the process lives until it exits
+// hostProcess is a process this host forked, in its own process group.
+type hostProcess struct {
+	pid   int
+	cmd   *exec.Cmd
+	stdin *os.File // nil when not requested
+	grace time.Duration
+
+	outs    []*os.File     // the read ends of stdout and stderr
+	readers sync.WaitGroup // the pumps copying them out
+	timer   *time.Timer    // the timeout; nil without one
+	stopCtx func() bool    // unregisters the kill at the server's Close
+
+	exited   atomic.Bool // the process itself has exited; output may linger
+	timedOut atomic.Bool
 }
 
-// startProcess forks the process and returns it with a first subscriber
-// already attached, so that the Start stream sees every byte of output.
-func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
-	cfg := sp.cfg
-	if s.procs.isClosed() {
-		return nil, nil, connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
+var _ BackendProcess = (*hostProcess)(nil)
+
+// Start forks the process with its output on pipes that pumps copy to
+// spec's writers.
+func (h *host) Start(ctx context.Context, spec StartSpec) (BackendProcess, error) {
+	cfg := spec.Config
+	c, err := h.resolveCaller(spec.User)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	if cfg == nil || cfg.Cmd == "" {
-		return nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
-	}
-	env := buildEnv(s.opts.Env, sp.caller.acct, cfg.Envs)
-	dir := s.home(sp.caller)
+	env := buildEnv(h.opts.Env, c.acct, cfg.Envs)
+	dir := h.home(c)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		dir = "/" // a home that does not exist, like nobody's /nonexistent
 	}
 	if cfg.Cwd != nil && *cfg.Cwd != "" {
-		d, err := s.resolvePath(*cfg.Cwd, sp.caller)
+		d, err := h.resolvePath(*cfg.Cwd, c)
 		if err != nil {
-			return nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd: %w", err))
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd: %w", err))
 		}
 		dir = d
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		// Not NotFound: clients read NotFound from Start as "no such program".
-		return nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd %q is not a directory", dir))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd %q is not a directory", dir))
 	}
 	path, err := lookPath(cfg.Cmd, envValue(env, "PATH"), dir)
 	if err != nil {
-		return nil, nil, rpcError(err)
+		return nil, err
 	}
 	cmd := &exec.Cmd{
 		Path:        path,
@@ -65,10 +76,32 @@ func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
 		Dir:         dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if a := sp.caller.acct; needsCredential(a) {
+	if a := c.acct; needsCredential(a) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: a.groups}
 	}
+	p := &hostProcess{cmd: cmd, grace: h.opts.ExitGrace}
+	if err := p.fork(spec.Stdin); err != nil {
+		return nil, err
+	}
+	p.pid = cmd.Process.Pid
+	if cfg.Cwd == nil {
+		cfg.Cwd = &dir
+	}
+	p.stopCtx = context.AfterFunc(ctx, func() { _ = p.kill(syscall.SIGKILL) })
+	if spec.Timeout > 0 {
+		p.timer = time.AfterFunc(spec.Timeout, func() {
+			p.timedOut.Store(true)
+			_ = p.kill(syscall.SIGKILL)
+		})
+	}
+	p.readers.Add(2)
+	go p.pump(p.outs[0], spec.Stdout)
+	go p.pump(p.outs[1], spec.Stderr)
+	return p, nil
+}
 
+// fork starts p.cmd with pipes for its output and, when asked, its stdin.
+func (p *hostProcess) fork(stdin bool) error {
 	var files []*os.File // every pipe end, for cleanup on failure
 	closeAll := func() {
 		for _, f := range files {
@@ -84,32 +117,30 @@ func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
 	}
 	outR, outW, err := pipe()
 	if err != nil {
-		return nil, nil, rpcError(err)
+		return err
 	}
 	errR, errW, err := pipe()
 	if err != nil {
 		closeAll()
-		return nil, nil, rpcError(err)
+		return err
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inR, inW *os.File
-	if sp.stdin {
-		if inR, inW, err = pipe(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = outW, errW
+	var inR *os.File
+	if stdin {
+		if inR, p.stdin, err = pipe(); err != nil {
 			closeAll()
-			return nil, nil, rpcError(err)
+			return err
 		}
-		cmd.Stdin = inR
+		p.cmd.Stdin = inR
 	}
-
-	err = cmd.Start()
-	if err != nil {
+	if err := p.cmd.Start(); err != nil {
 		closeAll()
-		err = fmt.Errorf("start %s: %w", cfg.Cmd, err)
+		err = fmt.Errorf("start %s: %w", p.cmd.Args[0], err)
 		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
 			// What a shell reports as 126: found but cannot be executed.
-			return nil, nil, connect.NewError(connect.CodePermissionDenied, err)
+			return connect.NewError(connect.CodePermissionDenied, err)
 		}
-		return nil, nil, rpcError(err)
+		return err
 	}
 	// The child has its ends; ours would keep EOF from ever arriving.
 	_ = outW.Close()
@@ -117,57 +148,30 @@ func (s *Server) startProcess(sp startParams) (*proc, *subscriber, error) {
 	if inR != nil {
 		_ = inR.Close()
 	}
-
-	p := &proc{pid: cmd.Process.Pid, tag: sp.tag, config: *cfg, stdin: inW, done: make(chan struct{})}
-	if p.config.Cwd == nil {
-		p.config.Cwd = &dir
-	}
-	sub := newSubscriber()
-	p.subs = []*subscriber{sub}
-	if !s.procs.add(p) {
-		_ = p.kill(syscall.SIGKILL)
-	}
-	var timer *time.Timer
-	if sp.timeout > 0 {
-		timer = time.AfterFunc(sp.timeout, func() {
-			p.timedOut.Store(true)
-			_ = p.kill(syscall.SIGKILL)
-		})
-	}
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go s.pump(p, outR, false, &readers)
-	go s.pump(p, errR, true, &readers)
-	go s.await(p, cmd, timer, []*os.File{outR, errR}, &readers)
-	return p, sub, nil
+	p.outs = []*os.File{outR, errR}
+	return nil
 }
 
 // readBufs holds the pipe readers' buffers: two per exec would otherwise be
 // most of an exec's garbage.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
-// pump copies one output pipe to the subscribers. Once the process has
-// exited, each read gets ExitGrace: a leftover child that holds the pipe open
-// but stays quiet does not keep the end event back.
-func (s *Server) pump(p *proc, f *os.File, stderr bool, wg *sync.WaitGroup) {
-	defer wg.Done()
+// pump copies one output pipe to w. Once the process has exited, each read
+// gets ExitGrace: a leftover child that holds the pipe open but stays quiet
+// does not keep the end event back.
+func (p *hostProcess) pump(f *os.File, w io.Writer) {
+	defer p.readers.Done()
 	defer f.Close()
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp
 	for {
 		if p.exited.Load() {
-			_ = f.SetReadDeadline(time.Now().Add(s.opts.ExitGrace))
+			_ = f.SetReadDeadline(time.Now().Add(p.grace))
 		}
 		n, err := f.Read(buf)
 		if n > 0 {
-			chunk := make([]byte, n)
-			copy(chunk, buf[:n])
-			d := &envdproto.DataEvent{Stdout: chunk}
-			if stderr {
-				d = &envdproto.DataEvent{Stderr: chunk}
-			}
-			p.publish(&envdproto.ProcessEvent{Data: d}, false)
+			_, _ = w.Write(buf[:n])
 		}
 		if err != nil {
 			return
@@ -175,30 +179,68 @@ func (s *Server) pump(p *proc, f *os.File, stderr bool, wg *sync.WaitGroup) {
 	}
 }
 
-// await collects the exit status, lets the output drain, and hands out the
-// end event; then the process leaves the table.
-func (s *Server) await(p *proc, cmd *exec.Cmd, timer *time.Timer, outs []*os.File, readers *sync.WaitGroup) {
+// Wait collects the exit status and lets the output drain.
+func (p *hostProcess) Wait() *envdproto.EndEvent {
 	var ws syscall.WaitStatus
-	st, waitErr := cmd.Process.Wait()
+	st, waitErr := p.cmd.Process.Wait()
 	if waitErr == nil {
 		ws, _ = st.Sys().(syscall.WaitStatus)
 	}
-	if timer != nil {
-		timer.Stop()
+	if p.timer != nil {
+		p.timer.Stop()
 	}
+	p.stopCtx()
 	p.exited.Store(true)
-	deadline := time.Now().Add(s.opts.ExitGrace)
-	for _, f := range outs {
+	deadline := time.Now().Add(p.grace)
+	for _, f := range p.outs {
 		_ = f.SetReadDeadline(deadline)
 	}
-	readers.Wait()
-	p.closeStdin()
-	s.procs.remove(p)
-	end := endEvent(ws, waitErr, p.timedOut.Load())
-	p.publish(&envdproto.ProcessEvent{End: end}, true)
-	close(p.done)
-	s.procs.wg.Done()
+	p.readers.Wait()
+	return endEvent(ws, waitErr, p.timedOut.Load())
 }
+
+func (p *hostProcess) PID() int { return p.pid }
+
+// Signal signals the process group, so that children of a shell die too.
+func (p *hostProcess) Signal(_ context.Context, sig types.Signal) error {
+	s := syscall.SIGKILL
+	if sig == types.SIGTERM {
+		s = syscall.SIGTERM
+	}
+	err := p.kill(s)
+	if err == syscall.ESRCH {
+		return types.Errorf(types.NotFound, "process %d: %w", p.pid, err)
+	}
+	return err
+}
+
+// kill signals the group, or the process alone once it left the group.
+// Once reaped the pid may be reused, so an exited process is not signalled.
+func (p *hostProcess) kill(sig syscall.Signal) error {
+	if p.exited.Load() {
+		return syscall.ESRCH
+	}
+	err := syscall.Kill(-p.pid, sig)
+	if err == syscall.ESRCH {
+		// Not a group leader any more (it called setsid): the process alone.
+		err = syscall.Kill(p.pid, sig)
+	}
+	return err
+}
+
+// WriteStdin writes with a deadline that ctx's end sets, so that a process
+// that does not read cannot hold the call forever.
+func (p *hostProcess) WriteStdin(ctx context.Context, data []byte) error {
+	stop := context.AfterFunc(ctx, func() { _ = p.stdin.SetWriteDeadline(time.Now()) })
+	_, err := p.stdin.Write(data)
+	if !stop() {
+		_ = p.stdin.SetWriteDeadline(time.Time{})
+		return ctx.Err()
+	}
+	return err
+}
+
+func (p *hostProcess) CloseStdin() { _ = p.stdin.Close() }
 
 // timeoutError is EndEvent.error for a process killed at its deadline.
 const timeoutError = "process timed out"
@@ -222,17 +264,6 @@ func endEvent(ws syscall.WaitStatus, waitErr error, timedOut bool) *envdproto.En
 		end.Error = &msg
 	}
 	return end
-}
-
-// closeStdin closes the process's stdin; a write in flight fails.
-func (p *proc) closeStdin() {
-	p.mu.Lock()
-	f := p.stdin
-	p.stdin = nil
-	p.mu.Unlock()
-	if f != nil {
-		_ = f.Close()
-	}
 }
 
 // buildEnv layers: the server's environment, the user's HOME/USER/LOGNAME,

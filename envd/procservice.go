@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // keepaliveHeader carries the client's wish for keepalive events, in seconds.
@@ -35,25 +35,55 @@ func (s *Server) handleStart(ctx context.Context, req *connect.Request[envdproto
 	if msg.PTY != nil {
 		return connect.NewError(connect.CodeUnimplemented, errors.New("pty processes are not supported"))
 	}
-	c, err := s.resolveCaller(userFromHeader(req.Header()))
-	if err != nil {
-		return connect.NewError(connect.CodeInvalidArgument, err)
+	if msg.Process == nil || msg.Process.Cmd == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
 	}
-	sp := startParams{cfg: msg.Process, tag: msg.Tag, stdin: msg.Stdin == nil || *msg.Stdin, caller: c}
+	if s.procs.isClosed() {
+		return connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
+	}
+	p, sub := newProc(*msg.Process, msg.Tag)
+	spec := StartSpec{
+		Config: &p.config,
+		User:   userFromHeader(req.Header()),
+		Stdin:  msg.Stdin == nil || *msg.Stdin,
+		Stdout: &p.stdout,
+		Stderr: &p.stderr,
+	}
 	// Connect-Timeout-Ms is the process's lifetime, as in upstream envd; a
 	// client that goes away does not kill the process.
 	if dl, ok := ctx.Deadline(); ok {
-		if sp.timeout = time.Until(dl); sp.timeout <= 0 {
+		if spec.Timeout = time.Until(dl); spec.Timeout <= 0 {
 			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline passed before start"))
 		}
 	}
-	p, sub, err := s.startProcess(sp)
+	bp, err := s.b.Start(s.ctx, spec)
 	if err != nil {
-		return err
+		return rpcError(err)
 	}
+	p.pid, p.bp = bp.PID(), bp
+	if spec.Stdin {
+		p.stdinSem, p.stdinOpen = make(chan struct{}, 1), true
+	}
+	if s.opts.OnStart != nil {
+		s.opts.OnStart()
+	}
+	if !s.procs.add(p) {
+		_ = bp.Signal(context.WithoutCancel(ctx), types.SIGKILL)
+	}
+	go s.await(p)
 	return s.streamEvents(ctx, p, sub, keepaliveOf(req.Header()), func(ev *envdproto.ProcessEvent) error {
 		return out.Send(&envdproto.StartResponse{Event: ev})
 	})
+}
+
+// await hands out the process's end event once the backend saw it end with
+// all output written; then the process leaves the table.
+func (s *Server) await(p *proc) {
+	defer s.procs.wg.Done()
+	end := p.bp.Wait()
+	p.closeStdin()
+	s.procs.remove(p)
+	p.publish(&envdproto.ProcessEvent{End: end}, true)
 }
 
 func (s *Server) handleConnect(ctx context.Context, req *connect.Request[envdproto.ConnectRequest], out *connect.ServerStream[envdproto.ConnectResponse]) error {
@@ -140,45 +170,22 @@ func (s *Server) handleSendInput(ctx context.Context, req *connect.Request[envdp
 	return connect.NewResponse(&envdproto.SendInputResponse{}), nil
 }
 
-// writeStdin writes data to the process's stdin; it gives up when ctx ends
-// (a process that does not read) or stdin is closed.
-func (p *proc) writeStdin(ctx context.Context, data []byte) error {
-	p.stdinMu.Lock() // one writer at a time keeps inputs in order
-	defer p.stdinMu.Unlock()
-	p.mu.Lock()
-	f := p.stdin
-	p.mu.Unlock()
-	if f == nil {
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("stdin is closed or was not requested"))
-	}
-	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Now()) })
-	_, err := f.Write(data)
-	if !stop() {
-		_ = f.SetWriteDeadline(time.Time{})
-		return connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err())
-	}
-	if err != nil {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("stdin: %w", err))
-	}
-	return nil
-}
-
-func (s *Server) handleSendSignal(_ context.Context, req *connect.Request[envdproto.SendSignalRequest]) (*connect.Response[envdproto.SendSignalResponse], error) {
+func (s *Server) handleSendSignal(ctx context.Context, req *connect.Request[envdproto.SendSignalRequest]) (*connect.Response[envdproto.SendSignalResponse], error) {
 	p := s.procs.find(req.Msg.Process)
 	if p == nil {
 		return nil, errNoProcess(req.Msg.Process)
 	}
-	var sig syscall.Signal
+	var sig types.Signal
 	switch req.Msg.Signal {
 	case envdproto.SignalSIGKILL:
-		sig = syscall.SIGKILL
+		sig = types.SIGKILL
 	case envdproto.SignalSIGTERM:
-		sig = syscall.SIGTERM
+		sig = types.SIGTERM
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %q is not supported", req.Msg.Signal))
 	}
-	if err := p.kill(sig); err != nil {
-		if err == syscall.ESRCH {
+	if err := p.bp.Signal(ctx, sig); err != nil {
+		if types.ClassOf(err) == types.NotFound {
 			return nil, errNoProcess(req.Msg.Process)
 		}
 		return nil, rpcError(err)

@@ -1,12 +1,14 @@
 package envd
 
 import (
-	"os"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
 )
@@ -24,23 +26,33 @@ func newSubscriber() *subscriber {
 }
 
 // proc is a started process. Output goes to every subscriber, slowest first:
-// a subscriber that does not read holds the pipe reader back, which in turn
-// holds the process back, as a pipe would.
+// a subscriber that does not read holds the backend's writer back, which in
+// turn holds the process back, as a pipe would.
 type proc struct {
 	pid    int
 	tag    *string
-	config envdproto.ProcessConfig
+	config envdproto.ProcessConfig // what Start was given and left
+	bp     BackendProcess          // set once Start returned, before the table has p
 
-	stdinMu sync.Mutex
-	stdin   *os.File // guarded by mu; nil when not requested or closed
+	stdout, stderr outWriter
 
-	mu    sync.Mutex
-	subs  []*subscriber
-	ended bool
+	// stdinSem lets one SendInput at a time through, which keeps input in
+	// order; nil when stdin was not requested.
+	stdinSem chan struct{}
 
-	exited   atomic.Bool // the process itself has exited; output may linger
-	timedOut atomic.Bool
-	done     chan struct{} // closed after the end event was handed out
+	mu        sync.Mutex
+	stdinOpen bool // guarded by mu
+	subs      []*subscriber
+	ended     bool
+}
+
+// newProc makes a process with its first subscriber already attached, so
+// that the Start stream sees every byte of output.
+func newProc(cfg envdproto.ProcessConfig, tag *string) (*proc, *subscriber) {
+	sub := newSubscriber()
+	p := &proc{config: cfg, tag: tag, subs: []*subscriber{sub}}
+	p.stdout, p.stderr = outWriter{p: p}, outWriter{p: p, stderr: true}
+	return p, sub
 }
 
 func (p *proc) subscribe() (*subscriber, bool) {
@@ -66,17 +78,16 @@ func (p *proc) unsubscribe(s *subscriber) {
 	}
 }
 
-func (p *proc) snapshot(end bool) []*subscriber {
+// publish hands ev to every subscriber; end marks the end event, after
+// which nobody may subscribe.
+func (p *proc) publish(ev *envdproto.ProcessEvent, end bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	subs := append([]*subscriber(nil), p.subs...)
 	if end {
 		p.ended = true
 	}
-	return append([]*subscriber(nil), p.subs...)
-}
-
-func (p *proc) publish(ev *envdproto.ProcessEvent, end bool) {
-	for _, s := range p.snapshot(end) {
+	p.mu.Unlock()
+	for _, s := range subs {
 		select {
 		case s.ch <- ev:
 		case <-s.gone:
@@ -89,18 +100,60 @@ func (p *proc) info() envdproto.ProcessInfo {
 	return envdproto.ProcessInfo{Config: &cfg, PID: uint32(p.pid), Tag: p.tag}
 }
 
-// kill signals the process group, so that children of a shell die too.
-// Once reaped the pid may be reused, so an exited process is not signalled.
-func (p *proc) kill(sig syscall.Signal) error {
-	if p.exited.Load() {
-		return syscall.ESRCH
+// outWriter turns a backend's output into data events.
+type outWriter struct {
+	p      *proc
+	stderr bool
+}
+
+func (w *outWriter) Write(b []byte) (int, error) {
+	chunk := bytes.Clone(b) // the backend reuses b
+	d := &envdproto.DataEvent{Stdout: chunk}
+	if w.stderr {
+		d = &envdproto.DataEvent{Stderr: chunk}
 	}
-	err := syscall.Kill(-p.pid, sig)
-	if err == syscall.ESRCH {
-		// Not a group leader any more (it called setsid): the process alone.
-		err = syscall.Kill(p.pid, sig)
+	w.p.publish(&envdproto.ProcessEvent{Data: d}, false)
+	return len(b), nil
+}
+
+var errNoStdin = connect.NewError(connect.CodeFailedPrecondition, errors.New("stdin is closed or was not requested"))
+
+// writeStdin hands data to the backend, one write at a time; it gives up
+// when ctx ends (a process that does not read) or stdin is closed.
+func (p *proc) writeStdin(ctx context.Context, data []byte) error {
+	if p.stdinSem == nil {
+		return errNoStdin
 	}
-	return err
+	select {
+	case p.stdinSem <- struct{}{}:
+	case <-ctx.Done():
+		return connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err())
+	}
+	defer func() { <-p.stdinSem }()
+	p.mu.Lock()
+	open := p.stdinOpen
+	p.mu.Unlock()
+	if !open {
+		return errNoStdin
+	}
+	if err := p.bp.WriteStdin(ctx, data); err != nil {
+		if ctx.Err() != nil {
+			return connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err())
+		}
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("stdin: %w", err))
+	}
+	return nil
+}
+
+// closeStdin closes the process's stdin once; a write in flight fails.
+func (p *proc) closeStdin() {
+	p.mu.Lock()
+	open := p.stdinOpen
+	p.stdinOpen = false
+	p.mu.Unlock()
+	if open {
+		p.bp.CloseStdin()
+	}
 }
 
 // procTable is the set of running processes, by pid.
@@ -119,12 +172,15 @@ func (t *procTable) isClosed() bool {
 	return t.closed
 }
 
-// add registers p; false means the table is closing and p must be killed
-// (it is registered all the same, so that closeAll waits for its end).
+// add registers p (a backend without pids, 0, cannot be found by one); it
+// counts p for Close even when the table is closing, so that Close waits
+// for its end, and then reports false.
 func (t *procTable) add(p *proc) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byPID[p.pid] = p
+	if p.pid > 0 {
+		t.byPID[p.pid] = p
+	}
 	t.wg.Add(1)
 	return !t.closed
 }
@@ -168,23 +224,9 @@ func (t *procTable) list() []envdproto.ProcessInfo {
 	return out
 }
 
-// closeAll refuses new processes, kills the running ones and waits until
-// each has handed out its end event (bounded by wait).
-func (t *procTable) closeAll(wait time.Duration) {
+// close refuses new processes from now on.
+func (t *procTable) close() {
 	t.mu.Lock()
 	t.closed = true
-	procs := make([]*proc, 0, len(t.byPID))
-	for _, p := range t.byPID {
-		procs = append(procs, p)
-	}
 	t.mu.Unlock()
-	for _, p := range procs {
-		_ = p.kill(syscall.SIGKILL)
-	}
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(wait):
-	}
 }

@@ -16,20 +16,24 @@ import (
 // AccessTokenHeader carries the per-sandbox access token.
 const AccessTokenHeader = "X-Access-Token"
 
-// Server serves the envd protocol. It is an http.Handler; Close kills the
-// processes it started.
+// Server serves the envd protocol over a Backend. It is an http.Handler;
+// Close ends the processes it started.
 type Server struct {
-	opts      ServerOptions
-	mux       *http.ServeMux
-	procs     *procTable
-	users     *users
+	b     Backend
+	opts  Options
+	mux   *http.ServeMux
+	procs *procTable
+
+	// ctx is the lifetime of the processes and watches started here: they
+	// outlive the request that started them, as in envd, and end at Close.
+	ctx       context.Context
+	cancel    context.CancelFunc
 	closeOnce sync.Once
 }
 
 var _ http.Handler = (*Server)(nil)
 
-// NewServer validates opts and builds the handler: the process.Process and
-// filesystem.Filesystem Connect services, /files and /health.
+// NewServer serves the protocol over this host (see ServerOptions).
 //
 // Processes are waited for with os/exec (through Go's pidfd), so a PID 1
 // that reaps only zombies no pidfd refers to, as package agent does, never
@@ -38,41 +42,70 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), procs: newProcTable(), users: newUsers()}
+	return New(newHost(opts), Options{
+		AccessToken:     opts.AccessToken,
+		MaxMessageBytes: opts.MaxMessageBytes,
+		MaxUploadBytes:  opts.MaxUploadBytes,
+		MaxListEntries:  opts.MaxListEntries,
+	})
+}
+
+// New validates opts and builds the handler over b: the process.Process and
+// filesystem.Filesystem Connect services, /files and /health.
+func New(b Backend, opts Options) (*Server, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{b: b, opts: opts, mux: http.NewServeMux(), procs: newProcTable(), ctx: ctx, cancel: cancel}
 	ho := []connect.HandlerOption{
 		connect.WithCodec(envdproto.Codec{}),
 		connect.WithReadMaxBytes(int(opts.MaxMessageBytes)),
 		connect.WithCompressMinBytes(1024),
 		connect.WithInterceptors(tokenInterceptor{s}),
 	}
-	handle := func(path string, h http.Handler) { s.mux.Handle(path, h) }
-	handle(envdproto.ProcedureStart, connect.NewServerStreamHandler(envdproto.ProcedureStart, s.handleStart, ho...))
-	handle(envdproto.ProcedureConnect, connect.NewServerStreamHandler(envdproto.ProcedureConnect, s.handleConnect, ho...))
-	handle(envdproto.ProcedureList, connect.NewUnaryHandler(envdproto.ProcedureList, s.handleList, ho...))
-	handle(envdproto.ProcedureSendInput, connect.NewUnaryHandler(envdproto.ProcedureSendInput, s.handleSendInput, ho...))
-	handle(envdproto.ProcedureSendSignal, connect.NewUnaryHandler(envdproto.ProcedureSendSignal, s.handleSendSignal, ho...))
-	handle(envdproto.ProcedureCloseStdin, connect.NewUnaryHandler(envdproto.ProcedureCloseStdin, s.handleCloseStdin, ho...))
-	handle(envdproto.ProcedureUpdate, connect.NewUnaryHandler(envdproto.ProcedureUpdate, s.handleUpdate, ho...))
-	handle(envdproto.ProcedureStat, connect.NewUnaryHandler(envdproto.ProcedureStat, s.handleStat, ho...))
-	handle(envdproto.ProcedureListDir, connect.NewUnaryHandler(envdproto.ProcedureListDir, s.handleListDir, ho...))
-	handle(envdproto.ProcedureMakeDir, connect.NewUnaryHandler(envdproto.ProcedureMakeDir, s.handleMakeDir, ho...))
-	handle(envdproto.ProcedureMove, connect.NewUnaryHandler(envdproto.ProcedureMove, s.handleMove, ho...))
-	handle(envdproto.ProcedureRemove, connect.NewUnaryHandler(envdproto.ProcedureRemove, s.handleRemove, ho...))
-	handle(envdproto.ProcedureWatchDir, connect.NewServerStreamHandler(envdproto.ProcedureWatchDir, s.handleWatchDir, ho...))
+	h := s.mux.Handle
+	h(envdproto.ProcedureStart, connect.NewServerStreamHandler(envdproto.ProcedureStart, s.handleStart, ho...))
+	h(envdproto.ProcedureConnect, connect.NewServerStreamHandler(envdproto.ProcedureConnect, s.handleConnect, ho...))
+	h(envdproto.ProcedureWatchDir, connect.NewServerStreamHandler(envdproto.ProcedureWatchDir, s.handleWatchDir, ho...))
+	h(envdproto.ProcedureList, connect.NewUnaryHandler(envdproto.ProcedureList, s.handleList, ho...))
+	h(envdproto.ProcedureSendInput, connect.NewUnaryHandler(envdproto.ProcedureSendInput, s.handleSendInput, ho...))
+	h(envdproto.ProcedureSendSignal, connect.NewUnaryHandler(envdproto.ProcedureSendSignal, s.handleSendSignal, ho...))
+	h(envdproto.ProcedureCloseStdin, connect.NewUnaryHandler(envdproto.ProcedureCloseStdin, s.handleCloseStdin, ho...))
+	h(envdproto.ProcedureUpdate, connect.NewUnaryHandler(envdproto.ProcedureUpdate, s.handleUpdate, ho...))
+	h(envdproto.ProcedureStat, connect.NewUnaryHandler(envdproto.ProcedureStat, s.handleStat, ho...))
+	h(envdproto.ProcedureListDir, connect.NewUnaryHandler(envdproto.ProcedureListDir, s.handleListDir, ho...))
+	h(envdproto.ProcedureMakeDir, connect.NewUnaryHandler(envdproto.ProcedureMakeDir, s.handleMakeDir, ho...))
+	h(envdproto.ProcedureMove, connect.NewUnaryHandler(envdproto.ProcedureMove, s.handleMove, ho...))
+	h(envdproto.ProcedureRemove, connect.NewUnaryHandler(envdproto.ProcedureRemove, s.handleRemove, ho...))
 	s.mux.HandleFunc("/files", s.serveFiles)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	// envd's own error shape for anything else, so that clients can read it.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		WriteHTTPError(w, http.StatusNotFound, "no envd route %s %s", r.Method, r.URL.Path)
+	})
 	return s, nil
 }
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close kills every running process (SIGKILL to its group) and waits up to
-// 5 s for their end events to go out. It does not close
-// listeners; call it after the http.Server has stopped taking calls.
+// Close refuses new processes, ends the running ones (the backend decides
+// how: the host kills them, the sandbox API ends their streams) and waits
+// up to 5 s for their end events to go out. It does not close listeners;
+// call it after the http.Server has stopped taking calls.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.procs.closeAll(5 * time.Second)
+		s.procs.close()
+		s.cancel()
+		done := make(chan struct{})
+		go func() { s.procs.wg.Wait(); close(done) }()
+		t := time.NewTimer(5 * time.Second)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
 	})
 	return nil
 }

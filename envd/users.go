@@ -131,14 +131,14 @@ type caller struct {
 }
 
 // resolveCaller picks the named user, else the default user.
-func (s *Server) resolveCaller(name string) (caller, error) {
+func (h *host) resolveCaller(name string) (caller, error) {
 	if name == "" {
-		name = s.opts.DefaultUser
+		name = h.opts.DefaultUser
 	}
 	if name == "" {
 		return caller{}, nil
 	}
-	a, err := s.users.lookup(name)
+	a, err := h.users.lookup(name)
 	if err != nil {
 		return caller{}, err
 	}
@@ -146,19 +146,19 @@ func (s *Server) resolveCaller(name string) (caller, error) {
 }
 
 // home is the base of relative paths and the default working directory.
-func (s *Server) home(c caller) string {
+func (h *host) home(c caller) string {
 	if c.acct != nil {
 		return c.acct.home
 	}
-	if s.opts.DefaultDir != "" {
-		return s.opts.DefaultDir
+	if h.opts.DefaultDir != "" {
+		return h.opts.DefaultDir
 	}
 	return "/"
 }
 
 // resolvePath makes p absolute (relative paths are taken from the caller's
 // home, as envd does) and clean.
-func (s *Server) resolvePath(p string, c caller) (string, error) {
+func (h *host) resolvePath(p string, c caller) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("path is empty")
 	}
@@ -166,10 +166,10 @@ func (s *Server) resolvePath(p string, c caller) (string, error) {
 		return "", fmt.Errorf("path contains a NUL byte")
 	}
 	if strings.HasPrefix(p, "~/") || p == "~" {
-		p = filepath.Join(s.home(c), strings.TrimPrefix(p, "~"))
+		p = filepath.Join(h.home(c), strings.TrimPrefix(p, "~"))
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.home(c), p)
+		p = filepath.Join(h.home(c), p)
 	}
 	return filepath.Clean(p), nil
 }
