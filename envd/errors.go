@@ -2,18 +2,16 @@ package envd
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"syscall"
 
 	"connectrpc.com/connect"
 
+	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -73,51 +71,38 @@ func transientErrno(err error) bool {
 		errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM)
 }
 
+// fileStatuses is the /files status of each code. ResourceExhausted is a
+// full disk (507) unless transientErrno says the shortage passes (503).
+var fileStatuses = map[connect.Code]int{
+	connect.CodeCanceled:           499,
+	connect.CodeInvalidArgument:    http.StatusBadRequest,
+	connect.CodeFailedPrecondition: http.StatusBadRequest,
+	connect.CodeNotFound:           http.StatusNotFound,
+	connect.CodeAlreadyExists:      http.StatusConflict,
+	connect.CodePermissionDenied:   http.StatusForbidden,
+	connect.CodeResourceExhausted:  http.StatusInsufficientStorage,
+	connect.CodeUnavailable:        http.StatusServiceUnavailable,
+	connect.CodeDeadlineExceeded:   http.StatusGatewayTimeout,
+	connect.CodeUnimplemented:      http.StatusNotImplemented,
+}
+
 // httpStatusOf is the status of a /files failure.
 func httpStatusOf(err error) int {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge
 	}
-	switch c := codeOf(err); c {
-	case connect.CodeResourceExhausted:
-		if transientErrno(err) {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusInsufficientStorage
-	case connect.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	default:
-		return httpStatusOfCode(c)
-	}
-}
-
-// httpStatusOfCode is the Connect protocol's code -> HTTP status table.
-func httpStatusOfCode(c connect.Code) int {
-	switch c {
-	case connect.CodeCanceled:
-		return 499
-	case connect.CodeInvalidArgument, connect.CodeOutOfRange, connect.CodeFailedPrecondition:
-		return http.StatusBadRequest
-	case connect.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case connect.CodeNotFound:
-		return http.StatusNotFound
-	case connect.CodeAlreadyExists, connect.CodeAborted:
-		return http.StatusConflict
-	case connect.CodePermissionDenied:
-		return http.StatusForbidden
-	case connect.CodeResourceExhausted:
-		return http.StatusTooManyRequests
-	case connect.CodeUnimplemented:
-		return http.StatusNotImplemented
-	case connect.CodeUnavailable:
+	c := codeOf(err)
+	if c == connect.CodeResourceExhausted && transientErrno(err) {
 		return http.StatusServiceUnavailable
-	case connect.CodeUnauthenticated:
-		return http.StatusUnauthorized
+	}
+	if s, ok := fileStatuses[c]; ok {
+		return s
 	}
 	return http.StatusInternalServerError
 }
+
+var rpcErrors = connect.NewErrorWriter()
 
 // WriteRPCError answers a Connect call that never reached a handler (no
 // such sandbox, a refused token) in the protocol's own error shape: a
@@ -125,100 +110,14 @@ func httpStatusOfCode(c connect.Code) int {
 // call gets 200 and one end-of-stream envelope carrying the error, which
 // is where Connect clients look for it.
 func WriteRPCError(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
-	body := map[string]any{"code": code.String(), "message": msg}
-	if r.Header.Get("Content-Type") == "application/connect+json" {
-		end, _ := json.Marshal(map[string]any{"error": body})
-		w.Header().Set("Content-Type", "application/connect+json")
-		w.WriteHeader(http.StatusOK)
-		frame := make([]byte, 5, 5+len(end))
-		frame[0] = 0x02
-		binary.BigEndian.PutUint32(frame[1:5], uint32(len(end)))
-		_, _ = w.Write(append(frame, end...))
-		return
-	}
-	b, _ := json.Marshal(body)
+	_ = rpcErrors.Write(w, r, connect.NewError(code, errors.New(msg)))
+}
+
+// WriteHTTPError writes envd's plain HTTP error body {"code","message"}.
+func WriteHTTPError(w http.ResponseWriter, status int, format string, args ...any) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatusOfCode(code))
-	_, _ = w.Write(b)
-}
-
-// classOfCode maps a Connect code onto berth's error classes. PermissionDenied
-// joins Unauthenticated: both say "this caller may not", and neither is
-// worth a retry.
-func classOfCode(c connect.Code) types.Class {
-	switch c {
-	case connect.CodeNotFound:
-		return types.NotFound
-	case connect.CodeAlreadyExists:
-		return types.AlreadyExists
-	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
-		return types.InvalidArgument
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
-		return types.Unauthenticated
-	case connect.CodeResourceExhausted:
-		return types.ResourceExhausted
-	case connect.CodeUnavailable, connect.CodeAborted:
-		return types.Unavailable
-	case connect.CodeDeadlineExceeded:
-		return types.DeadlineExceeded
-	case connect.CodeUnimplemented:
-		return types.NotSupported
-	}
-	return types.Unknown
-}
-
-// classOfStatus maps a /files HTTP status onto a class.
-func classOfStatus(status int) types.Class {
-	switch status {
-	case http.StatusNotFound:
-		return types.NotFound
-	case http.StatusConflict:
-		return types.AlreadyExists
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return types.InvalidArgument
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return types.Unauthenticated
-	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
-		return types.ResourceExhausted
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return types.Unavailable
-	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return types.NotSupported
-	}
-	return types.Unknown
-}
-
-// isTransport reports whether err is a broken or refused connection rather
-// than an answer of the server.
-func isTransport(err error) bool {
-	var ne net.Error
-	var oe *net.OpError
-	return errors.As(err, &ne) || errors.As(err, &oe) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE)
-}
-
-// classify wraps a client-side error with its class. A cancelled ctx stays
-// unclassified (types.ClassOf leaves cancellation Unknown on purpose).
-func classify(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("envd %s: %w", op, err)
-	}
-	class := types.Unknown
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		class = classOfCode(ce.Code())
-		if class == types.Unknown && isTransport(ce.Unwrap()) {
-			class = types.Unavailable
-		}
-	} else if errors.Is(err, context.DeadlineExceeded) {
-		class = types.DeadlineExceeded
-	} else if isTransport(err) {
-		class = types.Unavailable
-	}
-	return types.Errorf(class, "envd %s: %w", op, err)
+	w.Header().Del("Content-Disposition")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(envdproto.HTTPError{Code: status, Message: fmt.Sprintf(format, args...)})
 }

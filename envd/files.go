@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -234,13 +233,4 @@ func FileSignature(path, operation, user, token, expiration string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
-}
-
-// WriteHTTPError writes envd's plain HTTP error body {"code","message"}.
-func WriteHTTPError(w http.ResponseWriter, status int, format string, args ...any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Content-Disposition")
-	w.Header().Del("Content-Length")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(envdproto.HTTPError{Code: status, Message: fmt.Sprintf(format, args...)})
 }

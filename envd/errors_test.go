@@ -1,0 +1,79 @@
+package envd
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Both backends' errors reach the same table: the sandbox API's by class,
+// the host's by errno.
+func TestErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   connect.Code
+		status int
+	}{
+		{types.Errorf(types.NotFound, "x"), connect.CodeNotFound, 404},
+		{fmt.Errorf("open: %w", fs.ErrNotExist), connect.CodeNotFound, 404},
+		{types.Errorf(types.AlreadyExists, "x"), connect.CodeAlreadyExists, 409},
+		{syscall.ENOTEMPTY, connect.CodeAlreadyExists, 409},
+		{types.Errorf(types.InvalidArgument, "x"), connect.CodeInvalidArgument, 400},
+		{fmt.Errorf("write: %w", syscall.EISDIR), connect.CodeInvalidArgument, 400},
+		{types.Errorf(types.Unauthenticated, "x"), connect.CodePermissionDenied, 403},
+		{syscall.EACCES, connect.CodePermissionDenied, 403},
+		{types.Errorf(types.ResourceExhausted, "x"), connect.CodeResourceExhausted, 507},
+		{syscall.ENOSPC, connect.CodeResourceExhausted, 507},
+		{syscall.EMFILE, connect.CodeResourceExhausted, 503},
+		{types.Errorf(types.Unavailable, "x"), connect.CodeUnavailable, 503},
+		{types.Errorf(types.DeadlineExceeded, "x"), connect.CodeDeadlineExceeded, 504},
+		{types.Errorf(types.NotSupported, "x"), connect.CodeUnimplemented, 501},
+		{context.Canceled, connect.CodeCanceled, 499},
+		{fmt.Errorf("odd"), connect.CodeInternal, 500},
+		// A class wins over the errno it wraps: the provider said what it meant.
+		{types.Classify(types.Unavailable, syscall.ENOENT), connect.CodeUnavailable, 503},
+	} {
+		if got := codeOf(tc.err); got != tc.code {
+			t.Errorf("codeOf(%v) = %v, want %v", tc.err, got, tc.code)
+		}
+		if got := httpStatusOf(tc.err); got != tc.status {
+			t.Errorf("httpStatusOf(%v) = %d, want %d", tc.err, got, tc.status)
+		}
+	}
+	if got := httpStatusOf(fmt.Errorf("copy: %w", &http.MaxBytesError{Limit: 1})); got != 413 {
+		t.Errorf("MaxBytesError: %d, want 413", got)
+	}
+}
+
+func TestWriteRPCError(t *testing.T) {
+	// Unary: the code's HTTP status and a JSON body.
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/filesystem.Filesystem/Stat", nil)
+	r.Header.Set("Content-Type", "application/json")
+	WriteRPCError(w, r, connect.CodeNotFound, "gone")
+	if w.Code != http.StatusNotFound || strings.TrimSpace(w.Body.String()) != `{"code":"not_found","message":"gone"}` {
+		t.Fatalf("unary: %d %s", w.Code, w.Body)
+	}
+	// Streaming: 200 and one end-of-stream envelope with the error.
+	w = httptest.NewRecorder()
+	r = httptest.NewRequest("POST", "/process.Process/Start", nil)
+	r.Header.Set("Content-Type", "application/connect+json")
+	WriteRPCError(w, r, connect.CodeUnauthenticated, "no")
+	body := w.Body.Bytes()
+	if w.Code != 200 || len(body) < 5 || body[0] != 0x02 || int(binary.BigEndian.Uint32(body[1:5])) != len(body)-5 {
+		t.Fatalf("stream: %d %q", w.Code, body)
+	}
+	if string(body[5:]) != `{"error":{"code":"unauthenticated","message":"no"}}` {
+		t.Fatalf("end-stream message %s", body[5:])
+	}
+}
