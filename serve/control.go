@@ -264,7 +264,10 @@ func (s *Server) attachPlane(ctx context.Context, rec *record) error {
 	case sandbox.ClassOf(err) != sandbox.NotSupported:
 		return err
 	}
-	h := dataplane.New(rec.sb, dataplane.Options{HomeDir: s.opts.HomeDir, MaxUploadBytes: s.opts.MaxUploadBytes, OnExec: onExec})
+	h, err := dataplane.New(rec.sb, dataplane.Options{HomeDir: s.opts.HomeDir, MaxUploadBytes: s.opts.MaxUploadBytes, OnExec: onExec})
+	if err != nil {
+		return err
+	}
 	rec.plane, rec.close = h, h
 	return nil
 }

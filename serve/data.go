@@ -7,7 +7,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/serve/dataplane"
 )
 
 // Headers SDKs >= 2.7 send on data-plane calls.
@@ -41,10 +40,10 @@ func isRPC(r *http.Request) bool {
 // shape its client reads: Connect errors for RPCs, envd's JSON otherwise.
 func refuse(w http.ResponseWriter, r *http.Request, status int, code connect.Code, format string, args ...any) {
 	if isRPC(r) {
-		dataplane.WriteRPCError(w, r, code, fmtMsg(format, args...))
+		envd.WriteRPCError(w, r, code, fmtMsg(format, args...))
 		return
 	}
-	dataplane.WriteHTTPError(w, status, format, args...)
+	envd.WriteHTTPError(w, status, format, args...)
 }
 
 // serveData finds the sandbox a data-plane call is for, checks its access

@@ -13,31 +13,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 )
-
-// syncBuffer is a bytes.Buffer safe for the two output streams.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestDataPlaneProcesses(t *testing.T) {
 	e := newEnv(t, nil, nil)
@@ -47,7 +28,8 @@ func TestDataPlaneProcesses(t *testing.T) {
 
 	run := func(cmd sandbox.Command) (int, string, string) {
 		t.Helper()
-		var out, errb syncBuffer
+		// The client writes output before Wait returns: no lock needed.
+		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		p, err := c.Exec(ctx, cmd)
 		if err != nil {
@@ -78,7 +60,7 @@ func TestDataPlaneProcesses(t *testing.T) {
 	}
 	// A background process: listed, attached from a second stream,
 	// killed by pid, then unknown.
-	var first syncBuffer
+	var first strings.Builder
 	p, err := c.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "echo started; sleep 30"}, Stdout: &first})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,12 @@
-// Package dataplane serves E2B's envd protocol (the process and filesystem
-// Connect services with the JSON codec, /files and /health) for one
-// sandbox of any provider.
+// Package dataplane serves E2B's envd protocol for one sandbox of any
+// provider, in two ways.
 //
-// New translates every call into the sandbox.Sandbox API: Exec with
-// streaming output, stdin through a pipe, signals, and the file calls.
+// New gives package envd's protocol server (the one the agent runs inside
+// local sandboxes) a backend over the sandbox.Sandbox API: Exec with
+// streaming output, stdin through a pipe, signals, and the file calls. The
+// protocol itself (routes, framing, keepalives, the process table, limits,
+// error codes) is not repeated here.
+//
 // NewProxy forwards calls unchanged to a sandbox that runs its own envd
 // server (sandbox.EnvdEndpoint), swapping the client's access token for the
 // sandbox's own.

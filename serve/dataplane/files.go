@@ -1,199 +1,152 @@
 package dataplane
 
 import (
-	"compress/gzip"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
-	"net/http"
 	"path"
-	"strconv"
+	"strings"
 
+	"connectrpc.com/connect"
+
+	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/sandbox"
 )
 
-var errSandboxGone = errors.New("the sandbox was deleted")
-
-// serveFiles answers GET and POST /files. ?username= is accepted and
-// ignored: the sandbox API moves files as the sandbox's own user.
-func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		h.download(w, r)
-	case http.MethodPost:
-		h.upload(w, r)
-	default:
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		WriteHTTPError(w, http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+// ResolvePath makes a client path absolute against home and refuses what
+// could name anything outside the sandbox's tree: a ".." element or a NUL.
+// The provider confines paths too; this refuses clearly and early.
+func ResolvePath(raw, home string) (string, error) {
+	if raw == "" {
+		return "", sandbox.Errorf(sandbox.InvalidArgument, "path is required")
 	}
+	if strings.ContainsRune(raw, 0) {
+		return "", sandbox.Errorf(sandbox.InvalidArgument, "path contains a NUL byte")
+	}
+	for _, el := range strings.Split(raw, "/") {
+		if el == ".." {
+			return "", sandbox.Errorf(sandbox.InvalidArgument, "path %q is refused: '..' could leave the sandbox's tree", raw)
+		}
+	}
+	if !path.IsAbs(raw) {
+		raw = path.Join(home, raw)
+	}
+	return path.Clean(raw), nil
 }
 
-func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
-	p, err := ResolvePath(r.URL.Query().Get("path"), h.opts.HomeDir)
-	if err != nil {
-		WriteHTTPError(w, http.StatusBadRequest, "%v", err)
-		return
+// unix file type bits, as envd reports them in EntryInfo.mode.
+const (
+	sIFREG = 0o100000
+	sIFDIR = 0o040000
+	sIFLNK = 0o120000
+)
+
+// entryOf converts berth's FileInfo to envd's EntryInfo. Owner and group
+// are not known through the sandbox API and stay empty.
+func entryOf(fi sandbox.FileInfo) envdproto.EntryInfo {
+	e := envdproto.EntryInfo{
+		Name:         fi.Name,
+		Path:         fi.Path,
+		Size:         envdproto.Int64(fi.Size),
+		Mode:         fi.Mode & 0o7777,
+		ModifiedTime: fi.ModTime.UTC(),
 	}
-	fi, err := h.sb.Stat(r.Context(), p)
+	if fi.Path == "/" {
+		e.Name = "/"
+	}
+	gm := fs.FileMode(fi.Mode & 0o777)
+	switch fi.Type {
+	case sandbox.FileRegular:
+		e.Type, e.Mode = envdproto.FileTypeFile, e.Mode|sIFREG
+	case sandbox.FileDir:
+		e.Type, e.Mode, gm = envdproto.FileTypeDirectory, e.Mode|sIFDIR, gm|fs.ModeDir
+	case sandbox.FileSymlink:
+		e.Type, e.Mode, gm = envdproto.FileTypeSymlink, e.Mode|sIFLNK, gm|fs.ModeSymlink
+		t := fi.Target
+		e.SymlinkTarget = &t
+	default:
+		e.Type = envdproto.FileTypeUnspecified
+	}
+	e.Permissions = gm.String()
+	return e
+}
+
+func (b *backend) Stat(ctx context.Context, p string) (envdproto.EntryInfo, error) {
+	fi, err := b.sb.Stat(ctx, p)
 	if err != nil {
-		WriteHTTPError(w, StatusOf(err), "%v", err)
-		return
+		return envdproto.EntryInfo{}, err
+	}
+	return entryOf(fi), nil
+}
+
+func (b *backend) ListDir(ctx context.Context, dir string) ([]envdproto.EntryInfo, error) {
+	fis, err := b.sb.ListDir(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]envdproto.EntryInfo, len(fis))
+	for i, fi := range fis {
+		out[i] = entryOf(fi)
+	}
+	return out, nil
+}
+
+func (b *backend) MakeDir(ctx context.Context, _, p string) error { return b.sb.MakeDir(ctx, p) }
+
+func (b *backend) Remove(ctx context.Context, p string) error { return b.sb.Remove(ctx, p) }
+
+// Move renames through the sandbox's own mv, since the sandbox API has no
+// rename.
+func (b *backend) Move(ctx context.Context, _, src, dst string) error {
+	var stderr strings.Builder
+	res, err := b.sb.Run(ctx, sandbox.Command{
+		Args:   []string{"sh", "-c", `mkdir -p -- "$(dirname -- "$2")" && mv -f -- "$1" "$2"`, "sh", src, dst},
+		Stderr: &stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		msg := strings.TrimSpace(stderr.String())
+		if res.ExitCode == 127 {
+			return connect.NewError(connect.CodeUnimplemented, errors.New("move needs sh and mv in the sandbox: "+msg))
+		}
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("move %s to %s: %s", src, dst, msg))
+	}
+	return nil
+}
+
+func (b *backend) Open(ctx context.Context, p string) (envd.Download, error) {
+	fi, err := b.sb.Stat(ctx, p)
+	if err != nil {
+		return envd.Download{}, err
 	}
 	if fi.Type == sandbox.FileDir {
-		WriteHTTPError(w, http.StatusBadRequest, "%s is a directory", p)
-		return
+		return envd.Download{}, sandbox.Errorf(sandbox.InvalidArgument, "%s is a directory", p)
 	}
-	rc, err := h.sb.Open(r.Context(), p)
+	rc, err := b.sb.Open(ctx, p)
 	if err != nil {
-		WriteHTTPError(w, StatusOf(err), "%v", err)
-		return
+		return envd.Download{}, err
 	}
-	defer rc.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	d := envd.Download{ReadCloser: rc, Size: -1, ModTime: fi.ModTime}
 	if fi.Type == sandbox.FileRegular {
-		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+		d.Size = fi.Size
 	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	// Past the header an error can only cut the body short, which the
-	// client sees as a length mismatch.
-	_, _ = io.Copy(w, rc)
+	return d, nil
 }
 
-// upload takes application/octet-stream (optionally gzip-encoded) or
-// multipart/form-data with one or more `file` fields.
-func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
-	limit := h.opts.MaxUploadBytes
-	if r.ContentLength > limit {
-		WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body of %d bytes is over the %d-byte limit", r.ContentLength, limit)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	rawPath := r.URL.Query().Get("path")
-	// ?mode= is berth's extension (octal permission bits); upstream envd
-	// ignores it and so may clients.
-	mode := fs.FileMode(0o644)
-	if raw := r.URL.Query().Get("mode"); raw != "" {
-		m, err := strconv.ParseUint(raw, 8, 32)
-		if err != nil || m > 0o777 || m == 0 {
-			WriteHTTPError(w, http.StatusBadRequest, "mode %q is not octal permission bits", raw)
-			return
+// Write needs plain permission bits: the sandbox API sets no setuid,
+// setgid or sticky bit, and cannot keep an existing file's mode.
+func (b *backend) Write(ctx context.Context, _, p string, r io.Reader, mode *uint32) error {
+	m := fs.FileMode(0o644)
+	if mode != nil {
+		if *mode > 0o777 || *mode == 0 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "mode %o is not permission bits the sandbox API can set", *mode)
 		}
-		mode = fs.FileMode(m)
+		m = fs.FileMode(*mode)
 	}
-	var written []envdproto.FileUpload
-	save := func(raw string, body io.Reader) bool {
-		p, err := ResolvePath(raw, h.opts.HomeDir)
-		if err != nil {
-			WriteHTTPError(w, http.StatusBadRequest, "%v", err)
-			return false
-		}
-		lr := &limitReader{r: body, left: limit}
-		if err := h.sb.WriteFrom(r.Context(), p, lr, mode); err != nil {
-			status := StatusOf(err)
-			if lr.over {
-				status = http.StatusRequestEntityTooLarge
-			} else if mbe := (*http.MaxBytesError)(nil); errors.As(lr.err, &mbe) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			WriteHTTPError(w, status, "write %s: %v", p, err)
-			return false
-		}
-		written = append(written, envdproto.FileUpload{Path: p, Name: path.Base(p), Type: "file"})
-		return true
-	}
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch ct {
-	case "multipart/form-data":
-		mr, err := r.MultipartReader()
-		if err != nil {
-			WriteHTTPError(w, http.StatusBadRequest, "multipart: %v", err)
-			return
-		}
-		for {
-			part, err := mr.NextPart()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				WriteHTTPError(w, StatusOf(err), "multipart: %v", err)
-				return
-			}
-			if part.FormName() != "file" {
-				_ = part.Close()
-				continue
-			}
-			dest := rawPath
-			if dest == "" {
-				// Part.FileName keeps only the base name; the SDKs put the
-				// whole destination path in filename.
-				_, dp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-				dest = dp["filename"]
-			} else if len(written) > 0 {
-				WriteHTTPError(w, http.StatusBadRequest, "one path was given for several files")
-				return
-			}
-			ok := save(dest, part)
-			_ = part.Close()
-			if !ok {
-				return
-			}
-		}
-	case "application/octet-stream", "":
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				WriteHTTPError(w, http.StatusBadRequest, "gzip: %v", err)
-				return
-			}
-			defer zr.Close()
-			body = zr
-		}
-		if !save(rawPath, body) {
-			return
-		}
-	default:
-		WriteHTTPError(w, http.StatusUnsupportedMediaType, "content type %q is not multipart/form-data or application/octet-stream", ct)
-		return
-	}
-	if len(written) == 0 {
-		WriteHTTPError(w, http.StatusBadRequest, "no file in the request")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(written)
-}
-
-// limitReader fails once more than left bytes were read (a gzip body can
-// grow past the wire limit) and remembers why it failed.
-type limitReader struct {
-	r    io.Reader
-	left int64
-	over bool
-	err  error
-}
-
-func (l *limitReader) Read(b []byte) (int, error) {
-	if l.left < 0 {
-		return 0, l.err
-	}
-	n, err := l.r.Read(b)
-	l.left -= int64(n)
-	if l.left < 0 {
-		l.over = true
-		l.err = fmt.Errorf("upload is over the limit: %w", sandbox.ErrResourceExhausted)
-		return 0, l.err
-	}
-	if err != nil && err != io.EOF {
-		l.err = err
-	}
-	return n, err
+	return b.sb.WriteFrom(ctx, p, r, m)
 }

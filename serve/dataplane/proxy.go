@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -60,10 +61,10 @@ func NewProxy(ep sandbox.EnvdEndpoint, opts ProxyOptions) (*Proxy, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body is over the %d-byte limit", mbe.Limit)
+				envd.WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body is over the %d-byte limit", mbe.Limit)
 				return
 			}
-			WriteHTTPError(w, http.StatusBadGateway, "the sandbox's envd did not answer: %v", err)
+			envd.WriteHTTPError(w, http.StatusBadGateway, "the sandbox's envd did not answer: %v", err)
 		},
 	}
 	return &Proxy{rp: rp, opts: opts}, nil
@@ -75,13 +76,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/files" {
 		if raw := r.URL.Query().Get("path"); raw != "" {
 			if _, err := ResolvePath(raw, "/"); err != nil {
-				WriteHTTPError(w, http.StatusBadRequest, "%v", err)
+				envd.WriteHTTPError(w, http.StatusBadRequest, "%v", err)
 				return
 			}
 		}
 		if r.Method == http.MethodPost {
 			if r.ContentLength > p.opts.MaxUploadBytes {
-				WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body of %d bytes is over the %d-byte limit", r.ContentLength, p.opts.MaxUploadBytes)
+				envd.WriteHTTPError(w, http.StatusRequestEntityTooLarge, "body of %d bytes is over the %d-byte limit", r.ContentLength, p.opts.MaxUploadBytes)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, p.opts.MaxUploadBytes)
