@@ -1,24 +1,23 @@
 package testimage
 
 import (
-	"archive/tar"
-	"debug/elf"
+	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/berth-sh/berth/image/seed"
 )
 
 const goarch = runtime.GOARCH
 
 // BusyboxPaths are where Debian's busybox-static installs the binary.
-var BusyboxPaths = []string{"/bin/busybox", "/usr/bin/busybox"}
+var BusyboxPaths = seed.BusyboxPaths
 
 var busybox struct {
 	once  sync.Once
@@ -68,63 +67,17 @@ func busyboxTar(t testing.TB) ([]byte, v1.Config) {
 	return busybox.tar, busybox.cfg
 }
 
-func findBusybox() string {
-	for _, p := range BusyboxPaths {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
-}
-
-// buildBusybox returns the rootfs tar, or why the test must skip.
+// buildBusybox returns the rootfs tar (built by package seed, which the
+// local provider uses to seed its default image), or why the test must skip.
 func buildBusybox(t testing.TB) ([]byte, string, error) {
-	bin := findBusybox()
-	if bin == "" {
-		return nil, "busybox not found (apt-get install busybox-static)", nil
-	}
-	if dyn, err := isDynamic(bin); err != nil {
-		return nil, "", fmt.Errorf("testimage: %s: %w", bin, err)
-	} else if dyn {
-		return nil, bin + " is dynamically linked and cannot run in an empty image (apt-get install busybox-static)", nil
-	}
-	body, err := os.ReadFile(bin)
+	t.Helper()
+	bin, err := seed.FindBusybox()
 	if err != nil {
+		return nil, err.Error(), nil
+	}
+	var b bytes.Buffer
+	if err := seed.BusyboxTar(&b, bin); err != nil {
 		return nil, "", fmt.Errorf("testimage: %w", err)
 	}
-	out, err := exec.Command(bin, "--list").Output()
-	if err != nil {
-		return nil, "", fmt.Errorf("testimage: %s --list: %w", bin, err)
-	}
-	entries := []Entry{
-		{Name: "bin/"}, {Name: "dev/"}, {Name: "etc/"}, {Name: "home/"},
-		{Name: "proc/"}, {Name: "root/", Mode: 0o700}, {Name: "sys/"},
-		{Name: "tmp/", Mode: 0o1777}, {Name: "usr/"}, {Name: "usr/bin/"},
-		{Name: "var/"},
-		{Name: "bin/busybox", Body: string(body), Mode: 0o755},
-		{Name: "etc/passwd", Body: "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
-		{Name: "etc/group", Body: "root:x:0:\nnogroup:x:65534:\n"},
-		{Name: "etc/hostname", Body: "busybox\n"},
-	}
-	for _, applet := range strings.Fields(string(out)) {
-		if applet == "busybox" || strings.Contains(applet, "/") {
-			continue
-		}
-		entries = append(entries, Entry{Name: "bin/" + applet, Type: tar.TypeSymlink, Link: "busybox"})
-	}
-	return TarBytes(t, entries...), "", nil
-}
-
-func isDynamic(p string) (bool, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return true, nil
-		}
-	}
-	return false, nil
+	return b.Bytes(), "", nil
 }
