@@ -8,6 +8,7 @@ import (
 
 	daytonaprovider "github.com/berth-sh/berth/providers/daytona"
 	e2bprovider "github.com/berth-sh/berth/providers/e2b"
+	localprovider "github.com/berth-sh/berth/providers/local"
 	modalprovider "github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -25,11 +26,22 @@ func local() registry.Entry {
 			{Binary: "runc", Hint: "apt-get install runc"},
 			{Root: true, Hint: "run berth as root"},
 		},
-		Capabilities: types.Capabilities{
-			ResourceMode: types.ResourcesLimits,
-			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
-		},
+		Capabilities: localprovider.Capabilities,
+		// Seeded offline from the host's busybox-static on first use.
+		DefaultImage: localprovider.DefaultImage,
+		Open:         openLocal,
 	}
+}
+
+// openLocal opens the local driver on $BERTH_STATE_DIR (default
+// /var/lib/berth), mounting $BERTH_AGENT_BINARY (default the running berth
+// binary, which must be static) into sandboxes as their agent.
+func openLocal(_ context.Context, cfg registry.Config) (driver.Provider, error) {
+	return localprovider.New(localprovider.Options{
+		StateDir:    cfg.Env.Get(localprovider.EnvStateDir),
+		AgentBinary: cfg.Env.Get(localprovider.EnvAgentBinary),
+		Logger:      cfg.Logger,
+	})
 }
 
 func e2b() registry.Entry {

@@ -112,6 +112,8 @@ for the environment a worker needs.`,
 		a.runCmd(),
 		a.smokeCmd(),
 		a.serveCmd(),
+		a.agentCmd(),
+		a.imageCmd(),
 	)
 	return root
 }

@@ -1,0 +1,109 @@
+// Package testbin builds the berth binary for tests that need it as a
+// program, not as code: the local provider mounts it into sandboxes as
+// their agent, so it must be static (CGO_ENABLED=0), and a test binary,
+// linked with cgo, cannot stand in for it. It is built once per test
+// process into a temporary directory that Cleanup removes.
+//
+// Import it only from tests (TestMain of the local provider, the CLI
+// scripts, the smoke and harbor tests that run on local).
+package testbin
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+var (
+	mu     sync.Mutex
+	dir    string
+	builds = map[bool]*build{}
+)
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Berth returns the path of a static berth binary built from this module's
+// cmd/berth, building it on the first call (a few seconds, less when Go's
+// build cache is warm).
+func Berth() (string, error) { return get(true) }
+
+// BerthDefault returns a berth binary built as `go build ./cmd/berth`
+// builds it, with the environment's cgo setting: dynamically linked where
+// a C compiler is installed. Static reports which it is.
+func BerthDefault() (string, error) { return get(false) }
+
+func get(static bool) (string, error) {
+	mu.Lock()
+	b := builds[static]
+	if b == nil {
+		b = &build{}
+		builds[static] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() { b.path, b.err = compile(static) })
+	return b.path, b.err
+}
+
+func compile(static bool) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("testbin: no go command in PATH: %w", err)
+	}
+	mu.Lock()
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "berth-testbin-")
+	}
+	d := dir
+	mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	name, env := "berth-default", os.Environ()
+	if static {
+		name, env = "berth", append(env, "CGO_ENABLED=0")
+	}
+	out := filepath.Join(d, name)
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/berth-sh/berth/cmd/berth")
+	cmd.Env = env
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testbin: go build ./cmd/berth: %w\n%s", err, b)
+	}
+	if static {
+		if s, err := Static(out); err != nil || !s {
+			return "", fmt.Errorf("testbin: %s is not static despite CGO_ENABLED=0 (%v)", out, err)
+		}
+	}
+	return out, nil
+}
+
+// Static reports whether the ELF executable at p has no program
+// interpreter.
+func Static(p string) (bool, error) {
+	f, err := elf.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Cleanup removes the built binaries; call it at the end of TestMain.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}

@@ -1,0 +1,82 @@
+package agentinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Fds and paths the provider and the agent agree on.
+const (
+	// ListenFD is the inherited listening socket.
+	ListenFD = 3
+	// ConfigFD is the inherited pipe holding Config.
+	ConfigFD = 4
+	// BinaryPath is where the berth binary is mounted read-only inside.
+	BinaryPath = "/.berth/berth"
+)
+
+// maxConfig bounds what the agent reads from the config pipe.
+const maxConfig = 64 << 10
+
+// Config is what the provider tells the agent at start.
+type Config struct {
+	// Token must arrive as X-Access-Token on every envd call. Secret.
+	Token string `json:"token"`
+	// Deadline is when the agent exits, ending the sandbox; zero is never.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// User runs commands that name no user; "" is the agent's own user.
+	User string `json:"user,omitempty"`
+	// Dir is the working directory of commands that name none, when the
+	// user has no home that applies; "" is "/".
+	Dir string `json:"dir,omitempty"`
+}
+
+// WriteConfig returns the read end of a pipe that holds c and then EOF,
+// to pass as fd ConfigFD. The caller closes it after the container started.
+func WriteConfig(c Config) (*os.File, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfig {
+		return nil, fmt.Errorf("agent config is %d bytes, over %d", len(b), maxConfig)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// A pipe buffers 64 KiB, so this write does not wait for a reader.
+	_, err = w.Write(b)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("agent config pipe: %w", err)
+	}
+	return r, nil
+}
+
+// ReadConfig reads Config from the inherited fd and closes it.
+func ReadConfig(fd int) (Config, error) {
+	var c Config
+	f := os.NewFile(uintptr(fd), "agent-config")
+	if f == nil {
+		return c, fmt.Errorf("agent: config fd %d is not open", fd)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err != nil {
+		return c, fmt.Errorf("agent: read config: %w", err)
+	}
+	if len(b) > maxConfig {
+		return c, fmt.Errorf("agent: config over %d bytes", maxConfig)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("agent: config: %w", err)
+	}
+	return c, nil
+}

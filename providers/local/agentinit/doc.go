@@ -1,0 +1,18 @@
+// Package agentinit is the inside of a local sandbox: what the berth binary
+// does when the local provider starts it as the sandbox's PID 1 (the hidden
+// `berth agent` verb), and the configuration the provider hands it.
+//
+// The provider passes two file descriptors: the listening unix socket (fd 3,
+// created on the host, see container.ListenUnix) and a pipe holding Config
+// as JSON (fd 4). The pipe, not argv or the environment, carries the access
+// token: argv and the init's environment stay readable in /proc/1 by the
+// sandbox's own processes, while the pipe is read once and closed.
+//
+// Main serves the envd protocol (package envd) through agent.Run, which
+// reaps orphans and exits at the deadline. ExtractTar and WriteTar are the
+// tar helpers the provider runs as `/.berth/berth agent tar-x|tar-c` inside
+// the sandbox, so that trees move in one call on any image.
+//
+// Importers: providers/local (Config, WriteConfig) and cmd/berth (the
+// agent verb). Nothing else.
+package agentinit

@@ -1,0 +1,62 @@
+package agentinit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/berth-sh/berth/agent"
+	"github.com/berth-sh/berth/envd"
+)
+
+// Options configure Main; the zero value uses the provider's fds.
+type Options struct {
+	// ListenFD and ConfigFD override the inherited fds (tests).
+	ListenFD, ConfigFD int
+	// Logf logs the agent's events (to the container's log file); nil is
+	// the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// Main is the agent: it reads its Config, serves envd on the inherited
+// socket until the deadline or SIGTERM, then kills what it started. As PID
+// 1 its return ends the sandbox.
+func Main(ctx context.Context, o Options) error {
+	if o.ListenFD == 0 {
+		o.ListenFD = ListenFD
+	}
+	if o.ConfigFD == 0 {
+		o.ConfigFD = ConfigFD
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	cfg, err := ReadConfig(o.ConfigFD)
+	if err != nil {
+		return err
+	}
+	ln, err := agent.ListenerFromFD(o.ListenFD)
+	if err != nil {
+		return err
+	}
+	srv, err := envd.NewServer(envd.ServerOptions{
+		AccessToken: cfg.Token,
+		DefaultUser: cfg.User,
+		DefaultDir:  cfg.Dir,
+		// The init's environment is the image's and the Spec's; the
+		// token never was in it.
+		Env: os.Environ(),
+	})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer srv.Close()
+	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: srv, Deadline: cfg.Deadline, Logf: o.Logf})
+	if errors.Is(err, agent.ErrDeadline) {
+		return nil // the sandbox's TTL ended: a normal end
+	}
+	return err
+}

@@ -1,0 +1,267 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// agentStartTimeout bounds the wait for a new agent's first answer; it
+// answers in milliseconds unless something is wrong.
+const agentStartTimeout = 15 * time.Second
+
+// Create makes a sandbox: image, checks, directory, socket, container,
+// agent. Everything that can be refused is refused before anything is made;
+// a failure after that removes what was made.
+func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+	if spec.Build != nil {
+		return nil, types.Errorf(types.NotSupported, "the local provider does not build images; build elsewhere and import it with berth image import")
+	}
+	run, err := p.agent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := p.limits(spec.Resources)
+	if err != nil {
+		return nil, err
+	}
+	img, err := p.ensureImage(ctx, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	userSpec := spec.User
+	if userSpec == "" {
+		userSpec = img.Config.User
+	}
+	who, err := resolveUser(userSpec, img.Layers)
+	if err != nil {
+		return nil, err
+	}
+	workDir := spec.WorkDir
+	if workDir == "" {
+		workDir = img.Config.WorkingDir
+	}
+	if workDir != "" {
+		if !path.IsAbs(workDir) {
+			return nil, types.Errorf(types.InvalidArgument, "working directory %q is not absolute", workDir)
+		}
+		workDir = path.Clean(workDir)
+	}
+	network := container.NetworkNone
+	if spec.Network.Mode == types.NetworkPublic {
+		network = container.NetworkPublic
+	}
+
+	id := newID()
+	dir := p.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	lock, err := lockDir(dir, true)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer lock.unlock()
+	now := time.Now()
+	m := &meta{
+		ID: id, Image: img.Ref, ImageID: img.ID, Labels: spec.Labels,
+		Created: now.UTC(), Expires: now.Add(spec.TTL).UTC(),
+		Token: newToken(), Socket: filepath.Join(dir, socketFile),
+		WorkDir: workDir, Network: string(spec.Network.Mode), AgentArgv: run.argv,
+	}
+	ct, err := p.start(ctx, m, run, img, who, lim, network, spec.Env)
+	if err != nil {
+		// start removed the container; the directory is ours alone.
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	h, err := p.handle(m)
+	if err == nil {
+		err = p.waitAgent(ctx, h, ct)
+	}
+	if err == nil {
+		err = p.writeMeta(m)
+	}
+	if err != nil {
+		if h != nil {
+			h.Close()
+		}
+		derr := ct.Delete(context.WithoutCancel(ctx))
+		if derr == nil {
+			os.RemoveAll(dir)
+		}
+		return nil, errors.Join(err, derr)
+	}
+	p.mu.Lock()
+	p.cts[id] = ct
+	p.mu.Unlock()
+	return h, nil
+}
+
+// start runs the container with the agent as its init.
+func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, network container.Network, env map[string]string) (*container.Container, error) {
+	ln, err := container.ListenUnix(m.Socket)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	cfg, err := agentinit.WriteConfig(agentinit.Config{
+		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cfg.Close()
+	ct, err := p.rt.Create(ctx, container.Config{
+		ID:         m.ID,
+		LowerDirs:  img.Layers,
+		Dir:        filepath.Join(p.dir(m.ID), containerDir),
+		Init:       append(slices.Clone(run.argv), "agent"),
+		InitBinary: run.initBinary,
+		Mounts:     run.mounts,
+		ExtraFiles: []*os.File{ln, cfg}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
+		Env:        mergeEnv(img.Config.Env, env),
+		Cwd:        m.WorkDir,
+		User:       who.agent,
+		Limits:     lim,
+		Network:    network,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", m.ID, err)
+	}
+	return ct, nil
+}
+
+// waitAgent waits for the agent's first answer. The socket listened before
+// the container started, so the request queues until the agent accepts it;
+// an agent that dies first closes the socket and the request fails at once.
+func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *container.Container) error {
+	hctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
+	defer cancel()
+	if err := h.env.Health(hctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return types.Errorf(types.Unavailable, "the agent of sandbox %s did not answer: %w; its log: %s", h.id, err, logTail(ct.LogPath()))
+	}
+	return nil
+}
+
+// logTail is the end of the init's log, for errors.
+func logTail(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "(none)"
+	}
+	const max = 1024
+	b = bytes.TrimSpace(b)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	if len(b) == 0 {
+		return "(empty)"
+	}
+	return string(b)
+}
+
+// mergeEnv is the image's environment with the Spec's on top, sorted by name.
+func mergeEnv(base []string, over map[string]string) []string {
+	vals := map[string]string{}
+	for _, kv := range base {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			vals[k] = v
+		}
+	}
+	for k, v := range over {
+		vals[k] = v
+	}
+	out := make([]string, 0, len(vals))
+	for k, v := range vals {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// limits maps Spec resources onto cgroup limits, refusing what the host
+// cannot give.
+func (p *Provider) limits(r types.Resources) (container.Limits, error) {
+	l := container.Limits{CPUs: r.CPUs, Pids: p.opts.Pids}
+	if n := runtime.NumCPU(); r.CPUs > float64(n) {
+		return l, types.Errorf(types.InvalidArgument, "%g cpus asked, this host has %d", r.CPUs, n)
+	}
+	if r.CPUs > 0 && r.CPUs < 0.01 {
+		return l, types.Errorf(types.InvalidArgument, "%g cpus is below the 0.01 minimum", r.CPUs)
+	}
+	if r.MemoryMB > 0 {
+		total, err := memTotal()
+		if err != nil {
+			return l, err
+		}
+		l.MemoryBytes = int64(r.MemoryMB) << 20
+		if l.MemoryBytes > total {
+			return l, types.Errorf(types.InvalidArgument, "memory %d MB asked, this host has %d MB", r.MemoryMB, total>>20)
+		}
+		if r.MemoryMB < minMemoryMB {
+			return l, types.Errorf(types.InvalidArgument, "memory %d MB is below the %d MB a sandbox's agent needs", r.MemoryMB, minMemoryMB)
+		}
+	}
+	if r.GPUs > 0 {
+		return l, types.Errorf(types.NotSupported, "the local provider has no GPUs")
+	}
+	return l, nil
+}
+
+// minMemoryMB leaves the agent (a Go program of ~10 MB resident) room.
+const minMemoryMB = 32
+
+// memTotal returns the host's MemTotal in bytes.
+func memTotal() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("read host memory size: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fs[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse MemTotal %q: %w", fs[1], err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no MemTotal in /proc/meminfo")
+}
+
+// handle opens the envd client of a sandbox.
+func (p *Provider) handle(m *meta) (*sandboxHandle, error) {
+	hc := envd.UnixHTTPClient(m.Socket)
+	c, err := envd.NewClient(envd.UnixBaseURL, hc, envd.WithAccessToken(m.Token))
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxHandle{p: p, id: m.ID, socket: m.Socket, token: m.Token, workDir: m.WorkDir, agentArgv: m.AgentArgv, http: hc, env: c}, nil
+}

@@ -1,0 +1,60 @@
+// Package local is the local provider, berth's embedded default: sandboxes
+// on this host from OCI images, with no daemon and no account. Images come
+// from registries or tarballs (package image), each sandbox is an OCI
+// container run by runc over an overlay of the image's layers (package
+// container), and the berth binary itself runs inside as PID 1, serving
+// E2B's envd protocol on a unix socket that stays on the host (package
+// agentinit). Exec and file calls are envd calls on that socket.
+//
+// Importers: package builtin (the registry entry) and the CLI's image verbs
+// (StateDir, RemoveImage). Runners and servers reach it through the
+// registry by name.
+//
+// # State on disk
+//
+// Everything lives under one state directory (Options.StateDir; default
+// /var/lib/berth for root):
+//
+//	<state>/images, <state>/layers   the image store (package image)
+//	<state>/runc                     the OCI runtime's --root
+//	<state>/sandboxes/<id>/          one sandbox:
+//	    meta.json                    labels, image, created, expires, token, socket
+//	    agent.sock                   the agent's listening socket
+//	    container/                   the container (upper layer, rootfs mount, logs)
+//
+// meta.json is written last, when the agent has answered, so a sandbox
+// directory without one is either being created (its creator holds a flock
+// on the directory) or the leftover of a creator that died; Reap removes
+// the latter. The directory and meta.json are root's alone (mode 0700 and
+// 0600): the token in meta.json is what lets Connect work from any process.
+//
+// # Lifetime
+//
+// The agent exits at the sandbox's deadline (set at create from the TTL and
+// moved by SetTimeout), and PID 1 exiting ends every process in the
+// sandbox, so a sandbox ends at its TTL even if its creator was killed.
+// What it leaves (runtime state, the overlay mount, cgroup directories, the
+// sandbox directory) is removed lazily by List and Connect when they meet
+// it, and by Reap, which `berth sandboxes reap` calls.
+//
+// # Resources
+//
+// Spec.Resources are hard limits: cpus as a CFS quota, memory (no swap),
+// and a pids limit (Options.Pids, default 1024). StorageMB is not enforced:
+// the upper layer lives on the state directory's file system. GPUs and
+// Build are not supported. Network none is a fresh network namespace with
+// loopback only; public adds slirp4netns with the host's loopback refused.
+//
+// # The agent binary
+//
+// The binary mounted into each sandbox is Options.AgentBinary, default the
+// running executable. A static build (CGO_ENABLED=0 go build ./cmd/berth)
+// runs as it is, in any image. `go build` links berth against libc when a
+// C compiler is installed (packages net and os/user use cgo), and such a
+// binary cannot start in an image without the host's libc (busybox,
+// distroless) or with another one (musl); the provider then runs it through
+// the host's dynamic loader invoked as a program (ld.so --library-path),
+// with the loader and the libraries it lists mounted read-only under
+// /.berth. The image's own /lib is untouched and the commands the agent
+// starts use it as usual.
+package local
