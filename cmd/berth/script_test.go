@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,12 +16,65 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/berth-sh/berth/image/seed"
+	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/providers/local"
 )
 
 // TestMain lets the scripts run the berth binary: testscript re-executes
 // this test binary as "berth" and calls main.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"berth": main})
+	testscript.Main(cleanupM{m}, map[string]func(){"berth": main})
+}
+
+// cleanupM removes what the tests built once they have run (testscript.Main
+// exits the process itself).
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
+	testbin.Cleanup()
+	return code
+}
+
+// localEnv gives a script what the local provider needs, when the host can
+// run it (root and runc): a short state dir of its own (the agent's socket
+// path lives under it), the static berth binary as the agent
+// (BERTH_AGENT_BINARY; the test binary is linked with cgo), and a busybox
+// rootfs tar to import (BUSYBOX_TAR).
+func localEnv(env *testscript.Env) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		return nil
+	}
+	bin, err := testbin.Berth()
+	if err != nil {
+		return err
+	}
+	state, err := os.MkdirTemp("", "berth-cli-")
+	if err != nil {
+		return err
+	}
+	env.Defer(func() { removeState(state, bin) })
+	tarPath := filepath.Join(env.WorkDir, "busybox-rootfs.tar")
+	f, err := os.Create(tarPath)
+	if err != nil {
+		return err
+	}
+	err = seed.BusyboxTar(f, "")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	env.Setenv(local.EnvStateDir, state)
+	env.Setenv(local.EnvAgentBinary, bin)
+	env.Setenv("BUSYBOX_TAR", tarPath)
+	return nil
 }
 
 // TestScripts runs testdata/script/*.txtar. Each script starts with an
@@ -43,7 +97,7 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("BERTHBIN", filepath.Dir(p))
-			return nil
+			return localEnv(env)
 		},
 		Condition: func(cond string) (bool, error) {
 			if cond == "root" {
@@ -56,8 +110,32 @@ func TestScripts(t *testing.T) {
 			"httpserve": cmdHTTPServe,
 			"flatjson":  cmdFlatJSON,
 			"jsonget":   cmdJSONGet,
+			"setstdout": cmdSetStdout,
 		},
 	})
+}
+
+// removeState deletes what a failed script left running before removing
+// its state dir: never walk into a live sandbox's mounted rootfs.
+func removeState(dir, agent string) {
+	ctx := context.Background()
+	if d, err := local.New(local.Options{StateDir: dir, AgentBinary: agent}); err == nil {
+		infos, _ := d.List(ctx, nil)
+		for _, in := range infos {
+			_ = d.Delete(ctx, in.ID)
+		}
+		_, _ = d.Reap(ctx)
+	}
+	os.RemoveAll(dir)
+}
+
+// setstdout VAR sets VAR to the last command's stdout, trimmed (an id
+// printed by "berth sandboxes create").
+func cmdSetStdout(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: setstdout VAR")
+	}
+	ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
 }
 
 // exits CODE PROG ARGS... runs PROG and requires exit status CODE exactly
