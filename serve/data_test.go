@@ -191,6 +191,13 @@ func TestFilesRouting(t *testing.T) {
 	if len(up) != 1 || up[0]["path"] != "/hello.txt" || up[0]["name"] != "hello.txt" || up[0]["type"] != "file" {
 		t.Fatalf("upload answer %s", r.body)
 	}
+	// The sandbox API sets plain permission bits only: setuid or no bits
+	// at all are refused, not silently changed.
+	for _, mode := range []string{"4755", "0", "9"} {
+		if r := e.filesCall("POST", "path=/moded&mode="+mode, strings.NewReader("x"), with(tok)); r.status != 400 {
+			t.Fatalf("upload with mode %s: %d %s", mode, r.status, r.body)
+		}
+	}
 	// Routed by header, and by Host <port>-<id>.<domain>.
 	for _, h := range []map[string]string{
 		with(tok, sandboxIDHeader, sb.SandboxID, sandboxPortHeader, EnvdPort),
