@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -366,5 +367,29 @@ func TestRemoveImageInUse(t *testing.T) {
 	}
 	if _, err := s.Resolve(testCtx(t), ref); !errors.Is(err, types.ErrNotFound) {
 		t.Errorf("resolve after remove: %v", err)
+	}
+}
+
+// The sandbox's own envd endpoint (what `berth serve` proxies to) answers
+// envd calls with the token it hands out.
+func TestEnvdEndpoint(t *testing.T) {
+	p := openProvider(t)
+	sb := create(t, p, sandbox.Spec{})
+	ep, err := sb.EnvdEndpoint(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := envd.NewClient(ep.BaseURL, &http.Client{Transport: ep.Transport}, envd.WithAccessToken(ep.AccessToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out bytes.Buffer
+	proc, err := c.Exec(testCtx(t), types.Command{Args: []string{"echo", "through envd"}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(testCtx(t)); err != nil || code != 0 || out.String() != "through envd\n" {
+		t.Errorf("exec through the endpoint: %d %v %q", code, err, out.String())
 	}
 }

@@ -49,6 +49,12 @@ type Provider struct {
 	cts map[string]*container.Container
 }
 
+// geteuid is a variable so that tests run as root can see the other path.
+var geteuid = os.Geteuid
+
+// maxSocketPath is the room in sockaddr_un for a path and its NUL.
+const maxSocketPath = 107
+
 // Capabilities of every local provider.
 var Capabilities = types.Capabilities{
 	ResourceMode: types.ResourcesLimits,
@@ -59,7 +65,7 @@ var Capabilities = types.Capabilities{
 // process a child subreaper (container.SetSubreaper), so that the inits of
 // the containers it starts are reaped here whatever the host's PID 1 does.
 func New(o Options) (*Provider, error) {
-	if os.Geteuid() != 0 {
+	if geteuid() != 0 {
 		return nil, errNotRoot
 	}
 	if o.Runtime == "" {
@@ -91,6 +97,9 @@ func New(o Options) (*Provider, error) {
 		log:       o.Logger,
 		rt:        container.Runtime{Binary: o.Runtime, Root: filepath.Join(state, "runc"), CgroupParent: o.CgroupParent},
 		cts:       map[string]*container.Container{},
+	}
+	if sock := filepath.Join(p.dir("sb-0123456789abcdef"), socketFile); len(sock) > maxSocketPath {
+		return nil, types.Errorf(types.InvalidArgument, "state dir %s is too long: the agent sockets under it (%d bytes) would pass the %d bytes a unix socket path may have", state, len(sock), maxSocketPath)
 	}
 	if err := os.MkdirAll(p.sandboxes, 0o700); err != nil {
 		return nil, fmt.Errorf("local: state dir: %w", err)

@@ -130,7 +130,7 @@ func (h *sandboxHandle) Close() error {
 func (h *sandboxHandle) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) {
 	return types.EnvdEndpoint{
 		BaseURL:     envd.UnixBaseURL,
-		Transport:   envd.UnixHTTPClient(h.socket).Transport,
+		Transport:   h.http.Transport, // this handle's connections, closed by Close
 		AccessToken: h.token,
 	}, nil
 }
