@@ -26,7 +26,7 @@ func local() registry.Entry {
 			{Binary: "runc", Hint: "apt-get install runc"},
 			{Root: true, Hint: "run berth as root"},
 		},
-		Capabilities: localprovider.Capabilities,
+		Capabilities: localprovider.ProviderCapabilities(),
 		// Seeded offline from the host's busybox-static on first use.
 		DefaultImage: localprovider.DefaultImage,
 		Open:         openLocal,

@@ -55,10 +55,13 @@ var geteuid = os.Geteuid
 // maxSocketPath is the room in sockaddr_un for a path and its NUL.
 const maxSocketPath = 107
 
-// Capabilities of every local provider.
-var Capabilities = types.Capabilities{
-	ResourceMode: types.ResourcesLimits,
-	Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+// ProviderCapabilities returns what every local provider can do, as a new
+// value each call (the registry entry reports it without opening one).
+func ProviderCapabilities() types.Capabilities {
+	return types.Capabilities{
+		ResourceMode: types.ResourcesLimits,
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+	}
 }
 
 // New opens the provider. It needs root and the OCI runtime, and makes this
@@ -116,8 +119,8 @@ func New(o Options) (*Provider, error) {
 // StateDir is the directory the provider keeps its state in.
 func (p *Provider) StateDir() string { return p.state }
 
-// Capabilities reports Capabilities.
-func (p *Provider) Capabilities() types.Capabilities { return Capabilities }
+// Capabilities reports ProviderCapabilities.
+func (p *Provider) Capabilities() types.Capabilities { return ProviderCapabilities() }
 
 // Close releases nothing that outlives it: sandboxes live on until their
 // TTL or a Delete, from this process or another.
