@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -175,5 +177,62 @@ func assertNoLeftovers(t *testing.T, id string) {
 	}
 	if pids := procsIn(id); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
+	}
+}
+
+// A creator killed inside Create, after the runtime started the container
+// and before anything recorded it, leaves a sandbox directory without a
+// record, a running init, a mount and cgroups; Reap removes them all
+// (through the runtime's own state), and leaves a sandbox being created
+// alone while its creator holds the directory's lock.
+func TestReapHalfMade(t *testing.T) {
+	needRoot(t)
+	p := newDriver(t)
+	ctx := testCtx(t)
+	sb, err := p.Create(ctx, types.Spec{Image: local.DefaultImage, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.ID()
+	sb.Close()
+	dir := filepath.Join(stateDir, "sandboxes", id)
+	// What a creator killed there leaves: no meta.json, no container state.
+	for _, f := range []string{"meta.json", "container/container.json"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fresh provider value, so no handle of the creator's helps.
+	ids, err := newDriver(t).Reap(ctx)
+	if err != nil || !slices.Contains(ids, id) {
+		t.Fatalf("Reap = %v, %v; want %s among them", ids, err, id)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(procsIn(id)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assertNoLeftovers(t, id)
+
+	// A directory locked by its (live) creator is not touched.
+	busy := filepath.Join(stateDir, "sandboxes", "sb-00000000000000aa")
+	if err := os.Mkdir(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.Reap(ctx); err != nil || slices.Contains(ids, "sb-00000000000000aa") {
+		t.Errorf("Reap took a directory being created: %v, %v", ids, err)
+	}
+	if _, err := os.Stat(busy); err != nil {
+		t.Errorf("the directory being created is gone: %v", err)
+	}
+	f.Close() // the creator died: its lock went with it
+	if ids, err := p.Reap(ctx); err != nil || !slices.Contains(ids, "sb-00000000000000aa") {
+		t.Errorf("Reap after the creator died = %v, %v", ids, err)
 	}
 }

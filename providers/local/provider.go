@@ -267,7 +267,7 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 		var err error
 		ct, err = p.rt.Load(ctx, ctDir)
 		if types.ClassOf(err) == types.NotFound {
-			return removeHalfMade(ctDir)
+			return p.removeHalfMade(ctx, id, ctDir)
 		}
 		if err != nil {
 			return err
@@ -284,9 +284,17 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 
 // removeHalfMade removes a container directory that has no container state:
 // its creator died inside container.Create, after the overlay mount and
-// before the state was saved. The runtime never ran (or failed), so only
-// the mount can be left. The name "rootfs" is container's layout.
-func removeHalfMade(ctDir string) error {
+// before the state was saved. If the runtime had started the container, its
+// own state names the init and the cgroups, and `runtime delete --force`
+// removes them; then only the mount is left. The name "rootfs" is
+// container's layout.
+func (p *Provider) removeHalfMade(ctx context.Context, id, ctDir string) error {
+	if _, err := os.Lstat(filepath.Join(p.rt.Root, id)); err == nil {
+		out, err := exec.CommandContext(ctx, p.opts.Runtime, "--root", p.rt.Root, "delete", "--force", id).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s delete --force %s: %w: %s", p.opts.Runtime, id, err, out)
+		}
+	}
 	if _, err := os.Lstat(ctDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
