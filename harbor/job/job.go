@@ -242,7 +242,8 @@ func mergeLimits(base *throttle.Limits, o throttle.Limits) {
 }
 
 // reapLeftovers deletes sandboxes a previous run of this job left behind
-// (a kill -9 skips teardown; the TTL would get them, this is sooner).
+// (a kill -9 skips teardown; the TTL would get them, this is sooner). It
+// runs on every start, resumed or not.
 func (j *Job) reapLeftovers(ctx context.Context, p *sandbox.Provider) {
 	infos, err := p.List(ctx, map[string]string{trial.LabelJob: j.cfg.JobName})
 	if err != nil {
@@ -252,6 +253,16 @@ func (j *Job) reapLeftovers(ctx context.Context, p *sandbox.Provider) {
 	for _, in := range infos {
 		err := sandbox.IgnoreNotFound(p.Delete(ctx, in.ID))
 		j.log.Info("deleted leftover sandbox", "id", in.ID, "error", err)
+	}
+	// A create cut short by the kill left a sandbox with no labels yet;
+	// providers that keep local state clean those (and only those whose
+	// creator is gone) in Reap.
+	ids, err := p.Reap(ctx)
+	for _, id := range ids {
+		j.log.Info("reaped leftover sandbox", "id", id)
+	}
+	if err != nil {
+		j.log.Warn("reaping leftovers", "error", err)
 	}
 }
 
