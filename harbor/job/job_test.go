@@ -20,7 +20,7 @@ import (
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
-func readJSON(t *testing.T, p string, v any) {
+func readJSON(t testing.TB, p string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
