@@ -1,12 +1,17 @@
 package e2b_test
 
 import (
+	"context"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
+	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
@@ -23,6 +28,39 @@ func TestSuiteAgainstServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runSuiteThroughServe(t, backend, "host")
+}
+
+// TestSuiteAgainstServeLocal is the same over the local provider, berth
+// serve's default backend: the data plane is proxied to each sandbox's
+// own agent.
+func TestSuiteAgainstServeLocal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the local provider needs root")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("the local provider needs runc (apt-get install runc)")
+	}
+	bin, err := testbin.Berth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	d, err := local.New(local.Options{StateDir: state, AgentBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ids, _ := d.Reap(context.Background())
+		if len(ids) > 0 {
+			t.Errorf("sandboxes left: %v", ids)
+		}
+	})
+	runSuiteThroughServe(t, sandbox.NewProvider("local", d), "berth.local/busybox:latest")
+}
+
+func runSuiteThroughServe(t *testing.T, backend *sandbox.Provider, baseImage string) {
+	t.Helper()
 	key := apikeys.Generate()
 	keys, err := apikeys.New(key)
 	if err != nil {
@@ -31,7 +69,7 @@ func TestSuiteAgainstServe(t *testing.T) {
 	srv, err := serve.New(serve.Options{
 		Provider:           backend,
 		Keys:               keys,
-		BaseImage:          "host",
+		BaseImage:          baseImage,
 		MaxSandboxesPerKey: 100,
 	})
 	if err != nil {

@@ -16,7 +16,12 @@ import (
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines; the local provider's reaper (a
+// process-wide loop started once by container.SetSubreaper) is meant to
+// live as long as the process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/berth-sh/berth/internal/reap.Loop"))
+}
 
 // openDriver opens the driver on f's control plane and its multiplexing
 // data plane; mod may change the options. It is closed when the test ends.
