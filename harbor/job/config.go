@@ -32,6 +32,9 @@ type Config struct {
 	// TTLMargin is how long a sandbox may outlive its trial's limits
 	// (the registry entry's value unless set).
 	TTLMargin time.Duration `json:"ttl_margin,omitempty"`
+	// SandboxTTL replaces the lifetime derived from the task's limits; a
+	// value the trial could outlive is refused as mid-trial.
+	SandboxTTL time.Duration `json:"sandbox_ttl,omitempty"`
 	// RetryBackoff bounds the wait between retries of a trial (1 s .. 60 s).
 	RetryBackoffMin time.Duration `json:"retry_backoff_min,omitempty"`
 	RetryBackoffMax time.Duration `json:"retry_backoff_max,omitempty"`

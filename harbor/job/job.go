@@ -322,7 +322,7 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 			Dir: filepath.Join(j.dir, name), TrialName: name, ID: newUUID(),
 			JobID: j.cfg.JobName, Attempt: p.attempt,
 			Timeouts:  trial.Timeouts{Multiplier: j.cfg.TimeoutMultiplier},
-			Overrides: j.cfg.Overrides, TTLMargin: margin, NoDelete: j.cfg.NoDelete,
+			Overrides: j.cfg.Overrides, TTLMargin: margin, TTL: j.cfg.SandboxTTL, NoDelete: j.cfg.NoDelete,
 			Gate: gate,
 			Events: func(e trial.Event) {
 				ev := Event{Type: EventPhase, Job: j.cfg.JobName, Trial: e.Trial, Task: p.task.Name, Phase: e.Phase, PhaseDone: e.Done, Seconds: e.Duration.Seconds()}

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -70,6 +71,20 @@ func (r *run) ttl() time.Duration {
 	return min(total+r.o.TTLMargin+time.Minute, maxTTL)
 }
 
+// checkTTL refuses an explicit sandbox lifetime shorter than the trial can
+// take: the provider would stop the sandbox mid-trial (Daytona's auto-stop
+// firing during a long agent run was a real failure).
+func (r *run) checkTTL() error {
+	if r.o.TTL == 0 {
+		return nil
+	}
+	if need := r.ttl(); r.o.TTL < need {
+		return fail(EnvironmentError, "%w", sandbox.Errorf(sandbox.InvalidArgument,
+			"sandbox TTL %v would stop the sandbox mid-trial: the trial's limits plus the provider's margin need %v", r.o.TTL, need))
+	}
+	return nil
+}
+
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func (r *run) spec() sandbox.Spec {
@@ -89,7 +104,7 @@ func (r *run) spec() sandbox.Spec {
 		Resources: res,
 		Env:       t.Config.Environment.Env,
 		WorkDir:   t.Workdir,
-		TTL:       r.ttl(),
+		TTL:       cmp.Or(r.o.TTL, r.ttl()),
 		Labels: map[string]string{
 			LabelTrial:    r.o.TrialName,
 			LabelTask:     labelUnsafe.ReplaceAllString(t.Name, "_"),
@@ -114,6 +129,9 @@ func (r *run) spec() sandbox.Spec {
 }
 
 func (r *run) startEnvironment(ctx context.Context) error {
+	if err := r.checkTTL(); err != nil {
+		return err
+	}
 	return r.timed(ctx, r.buildTimeout(), EnvironmentStartTimeout, EnvironmentError, func(ctx context.Context) error {
 		spec := r.spec()
 		img := &Timing{StartedAt: time.Now().UTC()}

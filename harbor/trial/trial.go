@@ -43,7 +43,10 @@ type Options struct {
 	// TTLMargin is how long the sandbox may outlive the trial's own time
 	// limits before the provider removes it (the registry entry's value).
 	TTLMargin time.Duration
-	NoDelete  bool
+	// TTL, when set, is the sandbox's lifetime instead of the one derived
+	// from the limits; shorter than the trial needs is refused.
+	TTL      time.Duration
+	NoDelete bool
 	// Gate, when set, admits the sandbox create (quotas, rate, retries).
 	Gate *throttle.Gate
 	// Events, when set, is told when phases start and end. It must not block.

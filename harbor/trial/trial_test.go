@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,5 +226,24 @@ func TestLabelsAndTTL(t *testing.T) {
 	want := 600*time.Second + 360*time.Second + 120*time.Second + 31*time.Minute
 	if ttl := in.ExpiresAt.Sub(in.CreatedAt); ttl < want-time.Second || ttl > want+time.Second {
 		t.Errorf("ttl = %v, want %v", ttl, want)
+	}
+}
+
+// TestTTLShorterThanTrialRefused: an explicit sandbox lifetime the trial
+// could outlive is refused before anything is created.
+func TestTTLShorterThanTrialRefused(t *testing.T) {
+	p := open(t)
+	dir := harbortest.Task(t, t.TempDir(), "long", harbortest.TOML("3600.0", "600.0"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
+	ag, _ := agent.New("oracle")
+	res := trial.Run(context.Background(), trial.Options{
+		Task: task.Load(dir), Provider: p, Agent: ag, Dir: filepath.Join(t.TempDir(), "t"),
+		TrialName: "long__1", ID: "x", JobID: "j", TTL: 30 * time.Minute, TTLMargin: 30 * time.Minute,
+	})
+	if res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != string(trial.EnvironmentError) ||
+		!strings.Contains(res.ExceptionInfo.ExceptionMessage, "mid-trial") {
+		t.Fatalf("exception = %+v", res.ExceptionInfo)
+	}
+	if res.SandboxID != "" {
+		t.Errorf("a sandbox was created: %s", res.SandboxID)
 	}
 }
