@@ -255,7 +255,10 @@ func (s *Server) attachPlane(ctx context.Context, rec *record) error {
 	ep, err := rec.sb.EnvdEndpoint(ctx)
 	switch {
 	case err == nil:
-		px, err := dataplane.NewProxy(ep, dataplane.ProxyOptions{MaxUploadBytes: s.opts.MaxUploadBytes, OnExec: onExec})
+		px, err := dataplane.NewProxy(ep, dataplane.ProxyOptions{
+			MaxUploadBytes: s.opts.MaxUploadBytes, OnExec: onExec,
+			Logger: s.log.With("sandbox", rec.id),
+		})
 		if err != nil {
 			return err
 		}

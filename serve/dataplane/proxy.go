@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -17,6 +18,10 @@ type ProxyOptions struct {
 	MaxUploadBytes int64
 	// OnExec, when set, is called once per process Start forwarded.
 	OnExec func()
+	// Logger receives, at debug level, what the reverse proxy reports
+	// (a stream its client or the sandbox ended early); nil discards it.
+	// Without it they would go to the standard logger.
+	Logger *slog.Logger
 }
 
 // Proxy forwards envd calls to a sandbox's own envd server.
@@ -44,7 +49,12 @@ func NewProxy(ep sandbox.EnvdEndpoint, opts ProxyOptions) (*Proxy, error) {
 		tr = http.DefaultTransport
 	}
 	token := ep.AccessToken
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	rp := &httputil.ReverseProxy{
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(base)
 			pr.Out.Host = base.Host
