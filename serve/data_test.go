@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,11 +61,13 @@ func TestDataPlaneProcesses(t *testing.T) {
 	}
 	// A background process: listed, attached from a second stream,
 	// killed by pid, then unknown.
-	var first strings.Builder
-	p, err := c.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "echo started; sleep 30"}, Stdout: &first})
+	first := &lockedBuffer{}
+	p, err := c.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "echo started; sleep 30"}, Stdout: first})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Killed before it printed, the shell would print nothing.
+	eventually(t, "the background process prints", func() bool { return first.String() != "" })
 	procs, err := c.Processes(ctx)
 	if err != nil || len(procs) != 1 || int(procs[0].PID) != p.PID() || procs[0].Config.Cmd != "sh" {
 		t.Fatalf("list: %+v %v", procs, err)
@@ -92,6 +95,24 @@ func TestDataPlaneProcesses(t *testing.T) {
 	if procs, _ := c.Processes(ctx); len(procs) != 0 {
 		t.Fatalf("ended process still listed: %+v", procs)
 	}
+}
+
+// lockedBuffer is an output a test reads while a stream writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestDataPlaneFiles(t *testing.T) {
