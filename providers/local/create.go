@@ -87,7 +87,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		ID: id, Image: img.Ref, ImageID: img.ID, Labels: spec.Labels,
 		Created: now.UTC(), Expires: now.Add(spec.TTL).UTC(),
 		Token: newToken(), Socket: filepath.Join(dir, socketFile),
-		WorkDir: workDir, Network: string(spec.Network.Mode), AgentArgv: run.argv,
+		WorkDir: workDir, Network: string(spec.Network.Mode),
 	}
 	ct, err := p.start(ctx, m, run, img, who, lim, network, spec.Env)
 	if err != nil {
@@ -263,5 +263,5 @@ func (p *Provider) handle(m *meta) (*sandboxHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sandboxHandle{p: p, id: m.ID, socket: m.Socket, token: m.Token, workDir: m.WorkDir, agentArgv: m.AgentArgv, http: hc, env: c}, nil
+	return &sandboxHandle{p: p, id: m.ID, socket: m.Socket, token: m.Token, workDir: m.WorkDir, http: hc, env: c}, nil
 }

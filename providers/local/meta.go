@@ -36,9 +36,6 @@ type meta struct {
 	Socket  string            `json:"socket"`
 	WorkDir string            `json:"work_dir,omitempty"`
 	Network string            `json:"network"`
-	// AgentArgv runs the berth binary inside (through the loader for a
-	// dynamically linked one), for the tar helpers.
-	AgentArgv []string `json:"agent_argv"`
 }
 
 func (m *meta) info() types.Info {

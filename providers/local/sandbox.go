@@ -30,11 +30,9 @@ type sandboxHandle struct {
 	socket  string
 	token   string
 	workDir string
-	// agentArgv runs the berth binary inside (meta.AgentArgv).
-	agentArgv []string
-	http      *http.Client
-	env       *envd.Client
-	once      sync.Once
+	http    *http.Client
+	env     *envd.Client
+	once    sync.Once
 }
 
 func (h *sandboxHandle) ID() string { return h.id }

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,9 +38,12 @@ func TestMainServesUntilDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Main owns (and closes) the fds it is given: hand it duplicates, so
+	// that no *os.File here closes a reused fd number later.
+	lfd, cfd := dupFD(t, lf), dupFD(t, cfg)
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(context.Background(), Options{ListenFD: int(lf.Fd()), ConfigFD: int(cfg.Fd()), Logf: t.Logf})
+		done <- Main(context.Background(), Options{ListenFD: lfd, ConfigFD: cfd, Logf: t.Logf})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -58,6 +63,18 @@ func TestMainServesUntilDeadline(t *testing.T) {
 	if code, err := p.Wait(ctx); err != nil || code != 0 || strings.TrimSpace(out.String()) != dir {
 		t.Errorf("pwd: %d %v %q, want %s", code, err, out.String(), dir)
 	}
+	// Trees are served next to envd, behind the same token.
+	trees := TreeClient{HTTP: hc, BaseURL: envd.UnixBaseURL, Token: "tok-123"}
+	if err := trees.Upload(ctx, filepath.Join(dir, "up"), bytes.NewReader(mkTar(t, reg("f", "tree")))); err != nil {
+		t.Errorf("upload through Main's socket: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "up", "f")); err != nil || string(b) != "tree" {
+		t.Errorf("uploaded file: %q %v", b, err)
+	}
+	trees.Token = ""
+	if _, err := trees.Download(ctx, dir); types.ClassOf(err) != types.Unauthenticated {
+		t.Errorf("download without the token: %v", err)
+	}
 	select {
 	case err := <-done:
 		if err != nil {
@@ -68,56 +85,53 @@ func TestMainServesUntilDeadline(t *testing.T) {
 	}
 }
 
+// dupFD returns a duplicate of f's fd and closes f.
+func dupFD(t *testing.T, f *os.File) int {
+	t.Helper()
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
 func TestConfigRoundTrip(t *testing.T) {
 	want := Config{Token: "secret", Deadline: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC), User: "app", Dir: "/w"}
 	f, err := WriteConfig(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadConfig(int(f.Fd()))
-	if err != nil || got != want {
+	fd := dupFD(t, f)
+	got, err := ReadConfig(fd)
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadConfig = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := f.Stat(); err == nil {
-		t.Error("ReadConfig left the fd open")
-	}
-}
-
-// The helpers' classes survive the trip through an exit status.
-func TestExitClasses(t *testing.T) {
-	for _, c := range []types.Class{types.InvalidArgument, types.NotFound} {
-		err := ExitError("op", ExitCode(types.Errorf(c, "boom")), "boom\n")
-		if types.ClassOf(err) != c || !strings.Contains(err.Error(), "op: boom") {
-			t.Errorf("%v: %v", c, err)
-		}
-	}
-	if ExitError("op", 0, "") != nil || ExitCode(nil) != 0 {
-		t.Error("success is not an error")
-	}
-	if err := ExitError("op", 1, ""); types.ClassOf(err) != types.Unknown {
-		t.Errorf("plain failure: %v", err)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != syscall.EBADF {
+		t.Errorf("ReadConfig left the fd open (fstat: %v)", err)
 	}
 }
 
 // A tree goes out and back in; an entry that climbs out of the directory
 // is refused as InvalidArgument and writes nothing outside.
-func TestTarHelpers(t *testing.T) {
+func TestTarRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
 	os.WriteFile(filepath.Join(src, "sub", "f.txt"), []byte("data"), 0o640)
 	os.Symlink("sub/f.txt", filepath.Join(src, "link"))
 	var tarball bytes.Buffer
-	if err := WriteTar(context.Background(), src, &tarball); err != nil {
+	if err := writeTar(context.Background(), src, &tarball); err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "new", "dir")
-	if err := ExtractTar(context.Background(), dst, bytes.NewReader(tarball.Bytes())); err != nil {
+	if err := extractTar(context.Background(), dst, bytes.NewReader(tarball.Bytes())); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "link")); err != nil || string(b) != "data" {
 		t.Errorf("through the copied link: %q %v", b, err)
 	}
-	if err := WriteTar(context.Background(), filepath.Join(src, "missing"), &bytes.Buffer{}); !errors.Is(err, types.ErrNotFound) {
+	if err := writeTar(context.Background(), filepath.Join(src, "missing"), &bytes.Buffer{}); !errors.Is(err, types.ErrNotFound) {
 		t.Errorf("missing path: %v", err)
 	}
 	evil := t.TempDir()
@@ -126,7 +140,7 @@ func TestTarHelpers(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "../xx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
 	tw.Write([]byte("x"))
 	tw.Close()
-	err := ExtractTar(context.Background(), filepath.Join(evil, "in"), bytes.NewReader(raw.Bytes()))
+	err := extractTar(context.Background(), filepath.Join(evil, "in"), bytes.NewReader(raw.Bytes()))
 	if types.ClassOf(err) != types.InvalidArgument {
 		t.Errorf("escaping entry: %v, want InvalidArgument", err)
 	}

@@ -9,10 +9,13 @@
 // sandbox's own processes, while the pipe is read once and closed.
 //
 // Main serves the envd protocol (package envd) through agent.Run, which
-// reaps orphans and exits at the deadline. ExtractTar and WriteTar are the
-// tar helpers the provider runs as `/.berth/berth agent tar-x|tar-c` inside
-// the sandbox, so that trees move in one call on any image.
+// reaps orphans and exits at the deadline, and next to it TreePath: tar
+// streams unpacked into, or made of, the sandbox's files by the agent
+// itself, so that a tree moves in one call on any image without starting a
+// process. Transfers act as the sandbox's default user through that user's
+// file system ids on a thread of their own (creds.go); TreeClient is the
+// provider's side of that route.
 //
-// Importers: providers/local (Config, WriteConfig) and cmd/berth (the
-// agent verb). Nothing else.
+// Importers: providers/local (Config, WriteConfig, TreeClient) and
+// cmd/berth (the agent verb). Nothing else.
 package agentinit

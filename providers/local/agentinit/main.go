@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 
 	"github.com/berth-sh/berth/agent"
@@ -20,9 +21,9 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Main is the agent: it reads its Config, serves envd on the inherited
-// socket until the deadline or SIGTERM, then kills what it started. As PID
-// 1 its return ends the sandbox.
+// Main is the agent: it reads its Config, serves envd and TreePath on the
+// inherited socket until the deadline or SIGTERM, then kills what it
+// started. As PID 1 its return ends the sandbox.
 func Main(ctx context.Context, o Options) error {
 	if o.ListenFD == 0 {
 		o.ListenFD = ListenFD
@@ -54,7 +55,10 @@ func Main(ctx context.Context, o Options) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer srv.Close()
-	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: srv, Deadline: cfg.Deadline, Logf: o.Logf})
+	mux := http.NewServeMux()
+	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User))
+	mux.Handle("/", srv)
+	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
 	if errors.Is(err, agent.ErrDeadline) {
 		return nil // the sandbox's TTL ended: a normal end
 	}

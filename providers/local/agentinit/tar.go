@@ -2,28 +2,31 @@ package agentinit
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"syscall"
 
 	"github.com/berth-sh/berth/sandbox/hosttar"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// ExtractTar unpacks the tar stream r into the absolute directory dir,
-// creating it; hosttar keeps every entry under dir. It runs inside the
-// sandbox as the calling user.
-func ExtractTar(ctx context.Context, dir string, r io.Reader) error {
+// extractTar unpacks the tar stream r into the absolute directory dir,
+// creating it; hosttar keeps every entry under dir (os.Root, no "..", no
+// absolute names, no writes through symlinks). The agent's "/" is the
+// sandbox's, so dir is the sandbox's path.
+func extractTar(ctx context.Context, dir string, r io.Reader) error {
 	if !path.IsAbs(dir) {
 		return types.Errorf(types.InvalidArgument, "directory %q is not absolute", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("tar-x: %w", err)
+		return classifyFS(err)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("tar-x: %w", err)
+		return classifyFS(err)
 	}
 	defer root.Close()
 	if err := hosttar.Extract(ctx, root, r); err != nil {
@@ -34,15 +37,16 @@ func ExtractTar(ctx context.Context, dir string, r io.Reader) error {
 	return nil
 }
 
-// WriteTar writes the tree at the absolute path p to w as a tar stream;
-// entry names are relative to p and symlinks are stored, not followed.
-func WriteTar(ctx context.Context, p string, w io.Writer) error {
+// writeTar writes the tree at the absolute path p to w as a tar stream;
+// entry names are relative to p and symlinks are stored, not followed. A
+// missing p is NotFound before anything is written to w.
+func writeTar(ctx context.Context, p string, w io.Writer) error {
 	if !path.IsAbs(p) {
 		return types.Errorf(types.InvalidArgument, "path %q is not absolute", p)
 	}
 	root, err := os.OpenRoot("/")
 	if err != nil {
-		return fmt.Errorf("tar-c: %w", err)
+		return classifyFS(err)
 	}
 	defer root.Close()
 	name := path.Clean(p)
@@ -50,4 +54,25 @@ func WriteTar(ctx context.Context, p string, w io.Writer) error {
 		name = "."
 	}
 	return hosttar.Write(ctx, w, root, name)
+}
+
+// classifyFS classes an error of the sandbox's file system that hosttar
+// did not class, as envd classes the same errors of its file calls.
+func classifyFS(err error) error {
+	switch {
+	case err == nil || types.ClassOf(err) != types.Unknown:
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return types.Classify(types.NotFound, err)
+	case errors.Is(err, fs.ErrExist):
+		return types.Classify(types.AlreadyExists, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return types.Classify(types.Unauthenticated, err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return types.Classify(types.ResourceExhausted, err)
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ELOOP),
+		errors.Is(err, syscall.ENAMETOOLONG):
+		return types.Classify(types.InvalidArgument, err)
+	}
+	return err
 }

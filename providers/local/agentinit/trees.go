@@ -1,0 +1,167 @@
+package agentinit
+
+import (
+	"bufio"
+	"crypto/subtle"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// TreePath is the agent's route for whole trees, next to envd's routes
+// (its name cannot clash with theirs, see agent.ControlPath):
+//
+//	POST TreePath?dir=ABS   body: a tar stream, unpacked into dir (created)
+//	GET  TreePath?path=ABS  answer: a tar stream of the tree at path
+//
+// Both need the access token (X-Access-Token) and act as the sandbox's
+// default user. The agent serves them itself, so a transfer costs one HTTP
+// call instead of a berth process started inside the sandbox.
+//
+// A failure before the answer's first byte is a non-2xx status with the
+// error's class in errClassHeader and its message as the body; a download
+// that fails later ends its chunked body with the same two fields as
+// trailers, so that a cut archive never reads as a whole one.
+const TreePath = "/berth.agent/tree"
+
+const (
+	errClassHeader = "X-Berth-Error-Class"
+	errMsgHeader   = "X-Berth-Error"
+	// maxErrMsg bounds an error message on the wire.
+	maxErrMsg = 2048
+)
+
+// treeServer serves TreePath.
+type treeServer struct {
+	token string
+	// user is who transfers act as ("" is the agent's own user).
+	user  string
+	users accounts
+}
+
+var _ http.Handler = (*treeServer)(nil)
+
+func newTreeServer(token, user string) *treeServer {
+	return &treeServer{token: token, user: user}
+}
+
+func (s *treeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(envd.AccessTokenHeader)), []byte(s.token)) != 1 {
+		writeError(w, types.Errorf(types.Unauthenticated, "missing or invalid access token"))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.upload(w, r)
+	case http.MethodGet:
+		s.download(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, types.Errorf(types.NotSupported, "method %s on %s", r.Method, TreePath))
+	}
+}
+
+func (s *treeServer) upload(w http.ResponseWriter, r *http.Request) {
+	acct, err := s.users.lookup(s.user)
+	if err == nil {
+		err = asUser(acct, func() error {
+			return extractTar(r.Context(), r.URL.Query().Get("dir"), bufio.NewReaderSize(r.Body, 64<<10))
+		})
+	}
+	if err != nil {
+		// Take the rest of the body first: a client still sending would
+		// otherwise see its write fail instead of this answer.
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *treeServer) download(w http.ResponseWriter, r *http.Request) {
+	acct, err := s.users.lookup(s.user)
+	out := &countWriter{w: w}
+	if err == nil {
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Trailer", errClassHeader+", "+errMsgHeader)
+		err = asUser(acct, func() error {
+			// Nothing reaches w before the first 32 KiB or the end, so an
+			// error up to then (a missing path) can still be a status.
+			// Past that, the whole entries before an error go out.
+			bw := bufio.NewWriterSize(out, 32<<10)
+			err := writeTar(r.Context(), r.URL.Query().Get("path"), bw)
+			if err == nil || out.n > 0 {
+				if ferr := bw.Flush(); err == nil {
+					err = ferr
+				}
+			}
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+	case out.n == 0:
+		writeError(w, err)
+	default:
+		// The status went out with the first bytes: the trailers say the
+		// archive is cut. A client that went away reads neither.
+		w.Header().Set(errClassHeader, types.ClassOf(err).String())
+		w.Header().Set(errMsgHeader, oneLine(err.Error()))
+	}
+}
+
+// countWriter counts what reached the ResponseWriter.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// statusOf is the HTTP status of a class, for people reading the wire; the
+// client goes by errClassHeader.
+var statusOf = map[types.Class]int{
+	types.NotFound:          http.StatusNotFound,
+	types.AlreadyExists:     http.StatusConflict,
+	types.InvalidArgument:   http.StatusBadRequest,
+	types.Unauthenticated:   http.StatusForbidden,
+	types.ResourceExhausted: http.StatusInsufficientStorage,
+	types.Unavailable:       http.StatusServiceUnavailable,
+	types.DeadlineExceeded:  http.StatusGatewayTimeout,
+	types.NotSupported:      http.StatusMethodNotAllowed,
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	class := types.ClassOf(err)
+	status, ok := statusOf[class]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Del("Trailer")
+	h.Set(errClassHeader, class.String())
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, oneLine(err.Error()))
+}
+
+// oneLine makes msg fit a header: no control characters, at most maxErrMsg
+// bytes.
+func oneLine(msg string) string {
+	if len(msg) > maxErrMsg {
+		msg = msg[:maxErrMsg]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(msg, "?"))
+}
