@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,6 +58,14 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 			if cfg.Backend == "" {
 				cfg.Backend = "local"
 			}
+			// Harbor's variable sizes every trial's disk unless the flag does.
+			if v := strings.TrimSpace(a.env.Get("HARBOR_OVERRIDE_STORAGE_MB")); v != "" && !cmd.Flags().Changed("override-storage-mb") {
+				mb, err := strconv.Atoi(v)
+				if err != nil || mb <= 0 {
+					return usageError(fmt.Errorf("HARBOR_OVERRIDE_STORAGE_MB=%q: want a positive number of MB", v))
+				}
+				cfg.Overrides.StorageMB = mb
+			}
 			return a.runJob(cmd.Context(), cfg, resume, asJSON)
 		}),
 	}
@@ -79,6 +88,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	f.IntVar(&cfg.Limits.CreateConcurrency, "max-creates-in-flight", 0, "override the provider's concurrent-create cap")
 	f.IntVar(&cfg.Limits.MaxLive, "max-live", 0, "override the provider's cap on live sandboxes")
 	f.BoolVar(&cfg.NoDelete, "no-delete", false, "leave sandboxes running after their trial (until their TTL)")
+	f.DurationVar(&cfg.SandboxTTL, "sandbox-ttl", 0, "sandbox lifetime (default: the trial's limits plus the provider's margin; shorter is refused)")
 	f.StringVar(&resume, "resume", "", "continue the job in this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")
 	return cmd
