@@ -44,6 +44,14 @@ const maxDockerfile = 1 << 20
 
 // Parse reads a Dockerfile. buildArgs override ARG defaults.
 func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
+	return ParseWithEnv(r, buildArgs, nil)
+}
+
+// ParseWithEnv is Parse with the base image's environment ("KEY=value"
+// entries) in scope after FROM, as Docker has it: ENV PATH=/opt/bin:$PATH
+// extends the base image's PATH. A builder parses once to learn the base,
+// then again with its environment.
+func ParseWithEnv(r io.Reader, buildArgs map[string]string, baseEnv []string) (*File, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxDockerfile+1))
 	if err != nil {
 		return nil, err
@@ -88,6 +96,11 @@ func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
 			}
 			f.Base = expand(fields[0], vars)
 			seenFrom = true
+			for _, kv := range baseEnv {
+				if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+					vars[k] = v
+				}
+			}
 			continue
 		case "ARG":
 			for _, kv := range strings.Fields(rest) {

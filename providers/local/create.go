@@ -34,7 +34,11 @@ const agentStartTimeout = 15 * time.Second
 // a failure after that removes what was made.
 func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
 	if spec.Build != nil {
-		return nil, types.Errorf(types.NotSupported, "the local provider does not build images; build elsewhere and import it with berth image import")
+		ref, err := p.specImage(ctx, spec) // a cache hit after PrepareImage
+		if err != nil {
+			return nil, err
+		}
+		spec.Image, spec.Build = ref, nil
 	}
 	run, err := p.agent(ctx)
 	if err != nil {

@@ -17,6 +17,7 @@
 //
 //	<state>/images, <state>/layers   the image store (package image)
 //	<state>/runc                     the OCI runtime's --root
+//	<state>/builds/<key>.lock        taken while an image of that key builds
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
 //	    agent.sock                   the agent's listening socket
@@ -41,9 +42,19 @@
 //
 // Spec.Resources are hard limits: cpus as a CFS quota, memory (no swap),
 // and a pids limit (Options.Pids, default 1024). StorageMB is not enforced:
-// the upper layer lives on the state directory's file system. GPUs and
-// Build are not supported. Network none is a fresh network namespace with
-// loopback only; public adds slirp4netns with the host's loopback refused.
+// the upper layer lives on the state directory's file system. GPUs are
+// not supported. Network none is a fresh network namespace with loopback
+// only; public adds slirp4netns with the host's loopback refused.
+//
+// # Building images
+//
+// A Spec with a Build is built from its Dockerfile (the subset package
+// dockerfile parses) by PrepareImage, or by Create when it was not
+// prepared: in one sandbox of the base image, with the Spec's network and
+// resources, committed as one layer on top of the base and stored as
+// berth.build/<name>:<key>, where the key digests the base image, the
+// Dockerfile, the build args and every context file a COPY or ADD names.
+// A stored key is a cache hit that starts no sandbox. See build.go.
 //
 // # The agent binary
 //

@@ -22,10 +22,12 @@ func isDefaultImage(ref string) bool {
 }
 
 // PrepareImage makes the Spec's image ready: stored and unpacked, pulled
-// if absent, seeded if it is DefaultImage.
+// if absent, seeded if it is DefaultImage, built if the Spec has a Build
+// (see build.go).
 func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 	if spec.Build != nil {
-		return types.Errorf(types.NotSupported, "the local provider does not build images; build elsewhere and import it with berth image import")
+		_, err := p.build(ctx, spec)
+		return err
 	}
 	_, err := p.ensureImage(ctx, spec.Image)
 	return err

@@ -61,6 +61,7 @@ func ProviderCapabilities() types.Capabilities {
 	return types.Capabilities{
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		BuildImage:   true,
 	}
 }
 

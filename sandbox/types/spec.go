@@ -38,6 +38,8 @@ type Spec struct {
 type Build struct {
 	ContextDir string // host directory sent as the build context
 	Dockerfile string // path relative to ContextDir; "" means "Dockerfile"
+	// Args override the defaults of the Dockerfile's ARG instructions.
+	Args map[string]string
 }
 
 // Resources are the compute a sandbox asks for. Providers state whether they

@@ -1,0 +1,324 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/dockerfile"
+	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// buildState is what the instructions so far have set.
+type buildState struct {
+	env     []string          // the image's environment, KEY=value, in order
+	envSet  map[string]string // what ENV set (given to RUN over the agent's)
+	args    map[string]string // ARG values in scope (RUN only, never stored)
+	workDir string
+	user    string
+}
+
+func newBuildState(c image.Config) *buildState {
+	return &buildState{
+		env: append([]string(nil), c.Env...), envSet: map[string]string{}, args: map[string]string{},
+		workDir: c.WorkingDir, user: c.User,
+	}
+}
+
+func (s *buildState) setEnv(k, v string) {
+	s.envSet[k] = v
+	for i, kv := range s.env {
+		if name, _, _ := strings.Cut(kv, "="); name == k {
+			s.env[i] = k + "=" + v
+			return
+		}
+	}
+	s.env = append(s.env, k+"="+v)
+}
+
+// runEnv is what a RUN gets on top of the sandbox's environment: ARG
+// values (unless the environment has the name: ENV wins, as in Docker)
+// and what ENV set.
+func (s *buildState) runEnv() map[string]string {
+	out := map[string]string{}
+	has := map[string]bool{}
+	for _, kv := range s.env {
+		k, _, _ := strings.Cut(kv, "=")
+		has[k] = true
+	}
+	for k, v := range s.args {
+		if !has[k] && v != "" {
+			out[k] = v
+		}
+	}
+	maps.Copy(out, s.envSet)
+	return out
+}
+
+// dir is the working directory of a step.
+func (s *buildState) dir() string {
+	if s.workDir == "" {
+		return "/"
+	}
+	return s.workDir
+}
+
+// fsSteps are the instructions that need a sandbox.
+func needsSandbox(f *dockerfile.File) bool {
+	for _, in := range f.Instructions {
+		switch in.Cmd {
+		case "RUN", "COPY", "ADD", "WORKDIR":
+			return true
+		}
+	}
+	return false
+}
+
+// runBuild runs the instructions and commits the result as ref.
+func (p *Provider) runBuild(ctx context.Context, spec types.Spec, croot *os.Root, f *dockerfile.File, base image.Image, ref, key string) (image.Image, error) {
+	st := newBuildState(base.Config)
+	var upper string
+	if needsSandbox(f) {
+		b, err := p.startBuild(ctx, spec, base, key)
+		if err != nil {
+			return image.Image{}, err
+		}
+		defer b.close(ctx)
+		for _, in := range f.Instructions {
+			if err := b.step(ctx, st, croot, in); err != nil {
+				return image.Image{}, err
+			}
+		}
+		if upper, err = b.stop(ctx); err != nil {
+			return image.Image{}, err
+		}
+	} else {
+		for _, in := range f.Instructions {
+			applyConfig(st, in)
+		}
+	}
+	cfg := base.Config
+	cfg.Env, cfg.WorkingDir, cfg.User = st.env, st.workDir, st.user
+	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	cfg.Labels[buildKeyLabel] = key
+	return p.store.Commit(ctx, image.CommitSpec{Ref: ref, Parent: base, Dir: upper, Exclude: buildExcluded, Config: cfg})
+}
+
+// buildExcluded names what a build sandbox's upper directory holds that is
+// the sandbox's, not the image's: the agent's mount points and the files
+// the runtime mounts over the image's /etc (writes to them never reach the
+// upper directory, as in Docker, so only empty mount points would).
+func buildExcluded(p string) bool {
+	switch p {
+	case ".berth", "etc/hosts", "etc/hostname", "etc/resolv.conf":
+		return true
+	}
+	return false
+}
+
+// applyConfig applies an instruction that only changes the config.
+func applyConfig(st *buildState, in dockerfile.Instruction) {
+	switch in.Cmd {
+	case "ENV":
+		for i := 0; i+1 < len(in.Args); i += 2 {
+			st.setEnv(in.Args[i], in.Args[i+1])
+		}
+	case "ARG":
+		for i := 0; i+1 < len(in.Args); i += 2 {
+			st.args[in.Args[i]] = in.Args[i+1]
+		}
+	case "USER":
+		st.user = in.Args[0]
+	case "WORKDIR":
+		st.workDir = path.Join(st.dir(), in.Args[0])
+		if path.IsAbs(in.Args[0]) {
+			st.workDir = path.Clean(in.Args[0])
+		}
+	}
+}
+
+// builder is one build's sandbox.
+type builder struct {
+	p    *Provider
+	h    *sandboxHandle
+	root *buildRoot
+	// rootfs is the host path of the sandbox's root (the overlay mount).
+	rootfs string
+	dir    string // the container's directory
+	ct     *container.Container
+}
+
+// startBuild makes the build's sandbox: the base image, as root, with the
+// Spec's network and resources, for no longer than the Spec's sandbox
+// would live.
+func (p *Provider) startBuild(ctx context.Context, spec types.Spec, base image.Image, key string) (*builder, error) {
+	ttl := spec.TTL
+	if ttl <= 0 {
+		ttl = types.DefaultTTL
+	}
+	res := spec.Resources
+	res.GPUs = 0
+	sb, err := p.Create(ctx, types.Spec{
+		Image: base.Ref, User: "root", Resources: res, Network: spec.Network, TTL: ttl,
+		Labels: map[string]string{buildLabel: key[:12]},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the build sandbox: %w", err)
+	}
+	buildSandboxes.Add(1)
+	h := sb.(*sandboxHandle)
+	b := &builder{p: p, h: h}
+	p.mu.Lock()
+	ct := p.cts[h.id]
+	p.mu.Unlock()
+	if ct == nil {
+		b.close(ctx)
+		return nil, fmt.Errorf("build sandbox %s: no container handle", h.id)
+	}
+	b.ct, b.dir, b.rootfs = ct, ct.Dir(), ct.Rootfs()
+	if b.root, err = openBuildRoot(b.rootfs); err != nil {
+		b.close(ctx)
+		return nil, err
+	}
+	p.log.Debug("build sandbox started", "id", h.id)
+	return b, nil
+}
+
+// stop ends every process of the sandbox, so that its upper directory is
+// still, and returns that directory ("upper" in package container's
+// layout). The overlay stays mounted until close.
+func (b *builder) stop(ctx context.Context) (string, error) {
+	if err := b.ct.Kill(ctx, unix.SIGKILL); err != nil {
+		return "", fmt.Errorf("stop the build sandbox: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := b.ct.Wait(wctx); err != nil {
+		return "", fmt.Errorf("stop the build sandbox: %w", err)
+	}
+	return filepath.Join(b.dir, "upper"), nil
+}
+
+// close deletes the sandbox, whatever happened to the build.
+func (b *builder) close(ctx context.Context) {
+	if b.root != nil {
+		b.root.Close()
+	}
+	b.h.Close()
+	if err := b.p.Delete(context.WithoutCancel(ctx), b.h.id); err != nil {
+		b.p.log.Warn("deleting a build sandbox failed; berth sandboxes reap retries", "id", b.h.id, "error", err)
+	}
+}
+
+// step runs one instruction.
+func (b *builder) step(ctx context.Context, st *buildState, croot *os.Root, in dockerfile.Instruction) error {
+	b.p.log.Debug("build step", "line", in.Line, "instruction", in.Cmd)
+	switch in.Cmd {
+	case "RUN":
+		return b.run(ctx, st, in)
+	case "COPY", "ADD":
+		return b.copy(ctx, st, croot, in)
+	case "WORKDIR":
+		applyConfig(st, in)
+		if err := b.root.mkdirAll(st.workDir, owner{mode: 0o755, hasMode: true}); err != nil {
+			return stepErr(in, types.InvalidArgument, "%v", err)
+		}
+		return nil
+	}
+	applyConfig(st, in)
+	return nil
+}
+
+// maxRunOutput is how much of a failed RUN's output its error shows.
+const maxRunOutput = 2048
+
+// run executes a RUN through the agent as the step's user, in its working
+// directory, with its environment. A non-zero exit fails the build with
+// the line and the end of the output.
+func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruction) error {
+	user, err := b.runUser(st.user)
+	if err != nil {
+		return stepErr(in, types.NotSupported, "%v", err)
+	}
+	out := &tailBuffer{max: maxRunOutput}
+	proc, err := b.h.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: out, Stderr: out})
+	if err != nil {
+		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
+			return stepErr(in, types.InvalidArgument, "%v", err)
+		}
+		return fmt.Errorf("Dockerfile:%d: RUN: %w", in.Line, err)
+	}
+	code, err := proc.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("Dockerfile:%d: RUN: %w", in.Line, err)
+	}
+	if code != 0 {
+		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, out.String())
+	}
+	return nil
+}
+
+// runUser maps USER onto a user the agent can switch to: one with an
+// /etc/passwd entry in the sandbox as the steps so far left it.
+func (b *builder) runUser(spec string) (string, error) {
+	who, err := resolveUser(spec, []string{b.rootfs})
+	if err != nil {
+		return "", err
+	}
+	if a := who.agent; a.UID != 0 || a.GID != 0 || len(a.AdditionalGIDs) > 0 {
+		return "", fmt.Errorf("USER %q: this builder runs steps only as users in the image's /etc/passwd (with their own primary group); add the user first", spec)
+	}
+	return who.user, nil
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// tailBuffer keeps the last max bytes written to it; RUN's stdout and
+// stderr write to it from two goroutines.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.b
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "(no output)"
+	}
+	return s
+}
