@@ -172,3 +172,41 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.ReportMetric(charged/n/(1<<20), "cgroup-MiB/sandbox")
 	b.ReportMetric(rss/n/(1<<20), "agent-rss-MiB/sandbox")
 }
+
+// BenchmarkPrepareStart splits create-to-first-request in three: Prepare
+// (`runtime create`: mount, cgroups, namespaces, the waiting init), Start
+// (`runtime start`) and the agent's (testinit's) first answer after it. A
+// pool that prepares ahead saves the first part only.
+func BenchmarkPrepareStart(b *testing.B) {
+	needRoot(b)
+	r := testRuntime(b)
+	var prep, start, ready []time.Duration
+	for i := 0; i < b.N; i++ {
+		c, sock := agentConfig(b)
+		t0 := time.Now()
+		ct, err := r.Prepare(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := ct.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		agentGet(b, sock, "/hello")
+		t3 := time.Now()
+		prep, start, ready = append(prep, t1.Sub(t0)), append(start, t2.Sub(t1)), append(ready, t3.Sub(t2))
+		b.StopTimer()
+		if err := ct.Delete(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"prepare", prep}, {"start", start}, {"ready", ready}} {
+		slices.Sort(m.d)
+		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
+	}
+}

@@ -63,6 +63,18 @@ type Container struct {
 // Create makes and starts a container. On error nothing it made is left:
 // no mount, directory, cgroup, process or runtime state.
 func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
+	return r.create(ctx, c, true)
+}
+
+// Prepare is Create without starting Init (`runtime create`): namespaces,
+// mounts, cgroups, slirp4netns and the runtime's init process exist, and
+// that process waits to exec Init until Start. Limits can be changed
+// before Start with SetLimits. Delete removes a prepared container as any.
+func (r Runtime) Prepare(ctx context.Context, c Config) (*Container, error) {
+	return r.create(ctx, c, false)
+}
+
+func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -98,7 +110,7 @@ func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
 		return nil, fmt.Errorf("create container dir: %w", err)
 	}
 	ct := &Container{rt: r, bin: bin, id: c.ID, dir: c.Dir}
-	if err := ct.setup(ctx, &c, sec, slirpBin); err != nil {
+	if err := ct.setup(ctx, &c, sec, slirpBin, start); err != nil {
 		derr := ct.Delete(context.WithoutCancel(ctx))
 		return nil, errors.Join(fmt.Errorf("create container %s: %w", c.ID, err), derr)
 	}
@@ -107,7 +119,7 @@ func (r Runtime) Create(ctx context.Context, c Config) (*Container, error) {
 
 func (ct *Container) path(name string) string { return filepath.Join(ct.dir, name) }
 
-func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string) error {
+func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
 	for _, d := range []string{upperDir, workDir, rootfsDir, bundleDir, etcDir} {
 		if err := os.Mkdir(ct.path(d), 0o755); err != nil {
 			return err
@@ -149,7 +161,10 @@ func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSecco
 		extra = append(extra, w)
 	}
 
-	args := []string{"run", "--detach", "--bundle", ct.path(bundleDir), "--pid-file", ct.path(pidFile)}
+	args := []string{"create", "--bundle", ct.path(bundleDir), "--pid-file", ct.path(pidFile)}
+	if start {
+		args = append([]string{"run", "--detach"}, args[1:]...)
+	}
 	if len(extra) > 0 {
 		args = append(args, "--preserve-fds", strconv.Itoa(len(extra)))
 	}
@@ -160,7 +175,7 @@ func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSecco
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = extra
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s run: %w: %s", filepath.Base(ct.bin), err, fileTail(ct.path(logFile)))
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(ct.bin), args[0], err, fileTail(ct.path(logFile)))
 	}
 	if err := ct.openInit(); err != nil {
 		return err
