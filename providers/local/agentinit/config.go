@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -30,19 +31,61 @@ type Config struct {
 	// User runs commands that name no user; "" is the agent's own user.
 	User string `json:"user,omitempty"`
 	// Dir is the working directory of commands that name none, when the
-	// user has no home that applies; "" is "/".
+	// user has no home that applies; "" is "/". The agent makes it when
+	// missing, as the runtime does for an init's cwd.
 	Dir string `json:"dir,omitempty"`
+	// Env is set over the agent's own environment for the commands it
+	// starts: a sandbox started ahead of its Spec (the provider's pool)
+	// gets the Spec's environment here.
+	Env map[string]string `json:"env,omitempty"`
 }
 
-// WriteConfig returns the read end of a pipe that holds c and then EOF,
-// to pass as fd ConfigFD. The caller closes it after the container started.
-func WriteConfig(c Config) (*os.File, error) {
+// EncodeConfig is what WriteConfig puts in the pipe, for a provider that
+// holds the pipe's write end open until it knows the Config.
+func EncodeConfig(c Config) ([]byte, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxConfig {
 		return nil, fmt.Errorf("agent config is %d bytes, over %d", len(b), maxConfig)
+	}
+	return b, nil
+}
+
+// apply makes c.Dir if missing and returns env with c.Env over it.
+func (c Config) apply(env []string) ([]string, error) {
+	if c.Dir != "" {
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("agent: working directory: %w", err)
+		}
+	}
+	if len(c.Env) == 0 {
+		return env, nil
+	}
+	out := make([]string, 0, len(env)+len(c.Env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !hasKey(c.Env, k) {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range c.Env {
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// WriteConfig returns the read end of a pipe that holds c and then EOF,
+// to pass as fd ConfigFD. The caller closes it after the container started.
+func WriteConfig(c Config) (*os.File, error) {
+	b, err := EncodeConfig(c)
+	if err != nil {
+		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

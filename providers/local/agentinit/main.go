@@ -38,6 +38,10 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	env, err := cfg.apply(os.Environ())
+	if err != nil {
+		return err
+	}
 	ln, err := agent.ListenerFromFD(o.ListenFD)
 	if err != nil {
 		return err
@@ -46,9 +50,9 @@ func Main(ctx context.Context, o Options) error {
 		AccessToken: cfg.Token,
 		DefaultUser: cfg.User,
 		DefaultDir:  cfg.Dir,
-		// The init's environment is the image's and the Spec's; the
-		// token never was in it.
-		Env: os.Environ(),
+		// The init's environment is the image's and the Spec's (or
+		// cfg.Env's); the token never was in it.
+		Env: env,
 	})
 	if err != nil {
 		ln.Close()
