@@ -98,6 +98,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, p.opts.MaxUploadBytes)
 		}
 	}
+	// The sandbox may answer before the transport has finished reading the
+	// request body (it reads once more after the last byte, to check for
+	// extra ones). By default the server discards and closes an unread
+	// body when the response starts; that read would then fail, and the
+	// transport would drop the connection mid-stream. Full duplex leaves
+	// the body to the transport. (HTTP/2 does not need it.)
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	if p.opts.OnExec != nil && strings.HasSuffix(r.URL.Path, "/process.Process/Start") {
 		p.opts.OnExec()
 	}

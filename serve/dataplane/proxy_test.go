@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -87,5 +89,61 @@ func TestProxyLogsToLogger(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the early end was not logged to the logger: %d records", len(h.recs))
+	}
+}
+
+// lateRead delays every read of a request body after the first, as a
+// transport's writer goroutine that is scheduled late does.
+type lateRead struct {
+	io.ReadCloser
+	n int
+}
+
+func (l *lateRead) Read(p []byte) (int, error) {
+	if l.n++; l.n > 1 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return l.ReadCloser.Read(p)
+}
+
+// TestProxyStreamOutlivesRequestBody: a Connect server stream must reach
+// its end even when the sandbox answers before the transport has made its
+// last read of the request body (it reads once more after Content-Length
+// bytes, to check there are no more). The HTTP server, writing the
+// proxied headers, would otherwise discard and close the request body
+// under the transport, whose next read fails, and the transport would
+// drop the connection mid-stream ("terminated" in the JS SDK).
+func TestProxyStreamOutlivesRequestBody(t *testing.T) {
+	const msg = "one request message"
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range 20 {
+			fmt.Fprintf(w, "frame %d\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}))
+	defer upstream.Close()
+	px, err := NewProxy(sandbox.EnvdEndpoint{BaseURL: upstream.URL}, ProxyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &lateRead{ReadCloser: r.Body}
+		px.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	res, err := http.Post(front.URL+"/process.Process/Start", "application/connect+json", strings.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || !strings.HasSuffix(string(b), "frame 19\n") {
+		t.Fatalf("stream cut: %v after %q", err, b)
 	}
 }
