@@ -49,4 +49,13 @@
 // so a layer directory that exists is complete; concurrent pulls of one
 // layer, in one process or several, unpack it once. On any error the
 // temporary directory is removed and the index is left unchanged.
+//
+// # Committing
+//
+// Commit stores a directory of changes (a build step's overlay upper
+// directory) as a new image on top of a stored one. The directory is
+// written as an OCI layer tar, with its overlayfs whiteouts and opaque
+// markers turned back into .wh. entries, and that stream is unpacked like
+// any pulled layer, with the same checks, so a committed image is an
+// ordinary one: its layer's diff ID is the digest of the tar.
 package image

@@ -273,17 +273,25 @@ func buildStore(t *testing.T) *image.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		imgs, _ := st.List(context.Background())
-		for _, img := range imgs {
-			if strings.HasPrefix(img.Ref, local.BuildRepository+"/") {
-				if err := st.Remove(context.Background(), img.Ref); err != nil {
-					t.Errorf("remove %s: %v", img.Ref, err)
-				}
+	t.Cleanup(func() { removeBuiltImages(t) })
+	return st
+}
+
+// removeBuiltImages removes every built image from the tests' store.
+func removeBuiltImages(t testing.TB) {
+	st, err := image.Open(stateDir, image.Options{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	imgs, _ := st.List(context.Background())
+	for _, img := range imgs {
+		if strings.HasPrefix(img.Ref, local.BuildRepository+"/") {
+			if err := st.Remove(context.Background(), img.Ref); err != nil {
+				t.Errorf("remove %s: %v", img.Ref, err)
 			}
 		}
-	})
-	return st
+	}
 }
 
 // Builds that cannot be done fail with the Dockerfile's line and a class
@@ -360,5 +368,90 @@ func TestBuildFailures(t *testing.T) {
 				t.Errorf("sandboxes left after a failed build: %v", infos)
 			}
 		})
+	}
+}
+
+// Concurrent builds of one input build once: the others wait for the
+// lock and find the image.
+func TestBuildConcurrentOnce(t *testing.T) {
+	p, _ := buildProvider(t)
+	buildStore(t)
+	dir := writeContext(t, map[string]string{"Dockerfile": "FROM berth.local/busybox:latest\nRUN echo once > /once\n"})
+	spec := sandbox.Spec{Build: &sandbox.Build{ContextDir: dir}}
+	before := local.BuildSandboxes()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = p.PrepareImage(testCtx(t), spec) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := local.BuildSandboxes() - before; n != 1 {
+		t.Errorf("%d build sandboxes for one input, want 1", n)
+	}
+}
+
+// RUN steps get the Spec's network: loopback alone for none, an outside
+// interface for public.
+func TestBuildNetwork(t *testing.T) {
+	p, _ := buildProvider(t)
+	buildStore(t)
+	dir := writeContext(t, map[string]string{"Dockerfile": "FROM berth.local/busybox:latest\nARG MODE\nRUN ls /sys/class/net | tr '\\n' ' ' > /nets\n"})
+	for _, mode := range []sandbox.NetworkMode{sandbox.NetworkNone, sandbox.NetworkPublic} {
+		// The mode is no part of the key: a build arg keeps the two apart.
+		spec := sandbox.Spec{
+			Build:   &sandbox.Build{ContextDir: dir, Args: map[string]string{"MODE": string(mode)}},
+			Network: sandbox.Network{Mode: mode},
+		}
+		sb := createBuilt(t, p, spec)
+		nets := sh(t, sb, "cat /nets")
+		if got := strings.Fields(nets); mode == sandbox.NetworkNone && (len(got) != 1 || got[0] != "lo") {
+			t.Errorf("build with network none saw interfaces %q", nets)
+		} else if mode == sandbox.NetworkPublic && len(got) < 2 {
+			t.Errorf("build with network public saw interfaces %q", nets)
+		}
+	}
+}
+
+// A build given up half way (its context ends during a RUN) fails and
+// leaves no sandbox and no image.
+func TestBuildCancelled(t *testing.T) {
+	p, _ := buildProvider(t)
+	st := buildStore(t)
+	dir := writeContext(t, map[string]string{"Dockerfile": "FROM berth.local/busybox:latest\nRUN sleep 60\n"})
+	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+	defer cancel()
+	err := p.PrepareImage(ctx, sandbox.Spec{Build: &sandbox.Build{ContextDir: dir}})
+	if err == nil {
+		t.Fatal("a build of sleep 60 finished in 2s")
+	}
+	if infos, _ := p.List(testCtx(t), nil); len(infos) != 0 {
+		t.Errorf("sandboxes left: %v", infos)
+	}
+	imgs, _ := st.List(testCtx(t))
+	for _, img := range imgs {
+		if strings.HasPrefix(img.Ref, local.BuildRepository+"/") {
+			t.Errorf("image %s stored by a cancelled build", img.Ref)
+		}
+	}
+}
+
+// A Dockerfile that changes only the config builds without a sandbox: the
+// image is the base's layers with the new config.
+func TestBuildConfigOnly(t *testing.T) {
+	p, _ := buildProvider(t)
+	buildStore(t)
+	dir := writeContext(t, map[string]string{"Dockerfile": "FROM berth.local/busybox:latest\nARG V=1\nENV A=$V\nUSER nobody\n"})
+	before := local.BuildSandboxes()
+	sb := createBuilt(t, p, sandbox.Spec{Build: &sandbox.Build{ContextDir: dir}})
+	if n := local.BuildSandboxes() - before; n != 0 {
+		t.Errorf("a config-only build started %d sandboxes", n)
+	}
+	if got := sh(t, sb, "echo $A $(id -u)"); got != "1 65534" {
+		t.Errorf("config-only image: %q, want %q", got, "1 65534")
 	}
 }
