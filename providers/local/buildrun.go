@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -259,11 +260,11 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
 			return stepErr(in, types.InvalidArgument, "%v", err)
 		}
-		return fmt.Errorf("Dockerfile:%d: RUN: %w", in.Line, err)
+		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
 	code, err := proc.Wait(ctx)
 	if err != nil {
-		return fmt.Errorf("Dockerfile:%d: RUN: %w", in.Line, err)
+		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
 	if code != 0 {
 		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, out.String())
