@@ -7,6 +7,8 @@ package reap
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strconv"
@@ -97,8 +99,58 @@ func Orphans() []int {
 }
 
 // zombieChildren lists the children of parent that are zombies, from
-// /proc/PID/stat.
+// /proc/PID/stat of each child.
 func zombieChildren(parent int) []int {
+	pids, ok := childrenOf(parent)
+	if !ok {
+		pids = allPids()
+	}
+	var out []int
+	for _, pid := range pids {
+		state, ppid, ok := statOf(pid)
+		if ok && state == 'Z' && ppid == parent {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// childrenOf lists the children of parent from the "children" file of each
+// of its threads (a child belongs to the thread that forked it, an orphan
+// to the thread it was handed to). That reads a file per thread instead of
+// one per process on the host, on every SIGCHLD. It may miss a child that
+// came during the read: the next SIGCHLD or tick finds it. ok is false on
+// kernels without the files (CONFIG_PROC_CHILDREN).
+func childrenOf(parent int) (pids []int, ok bool) {
+	base := "/proc/" + strconv.Itoa(parent) + "/task/"
+	d, err := os.Open(base)
+	if err != nil {
+		return nil, false
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, tid := range tids {
+		b, err := os.ReadFile(base + tid + "/children")
+		if errors.Is(err, fs.ErrNotExist) && !ok {
+			if _, serr := os.Stat(base + tid); serr == nil {
+				return nil, false // the thread is there; its file is not
+			}
+		}
+		if err != nil {
+			continue // the thread ended
+		}
+		ok = true
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, ok
+}
+
+// allPids lists every process in /proc.
+func allPids() []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -107,12 +159,7 @@ func zombieChildren(parent int) []int {
 	names, _ := d.Readdirnames(-1)
 	var out []int
 	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		state, ppid, ok := statOf(pid)
-		if ok && state == 'Z' && ppid == parent {
+		if pid, err := strconv.Atoi(n); err == nil {
 			out = append(out, pid)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,5 +84,45 @@ func TestPidfdTargets(t *testing.T) {
 	defer unix.Close(fd)
 	if !pidfdTargets()[os.Getpid()] {
 		t.Fatalf("own pidfd %d not found in %v", fd, pidfdTargets())
+	}
+}
+
+// childrenOf finds children forked from any thread of this process, as the
+// full /proc scan does.
+func TestChildrenOfEveryThread(t *testing.T) {
+	if _, ok := childrenOf(os.Getpid()); !ok {
+		t.Skip("no /proc/PID/task/TID/children on this kernel: the full scan is used")
+	}
+	cmds := make([]*exec.Cmd, 8)
+	errs := make(chan error, len(cmds))
+	hold := make(chan struct{})
+	for i := range cmds {
+		cmds[i] = exec.Command("sleep", "30")
+		go func(c *exec.Cmd) {
+			// Fork from threads of their own that stay alive, so that the
+			// children belong to threads other than the main one.
+			runtime.LockOSThread()
+			errs <- c.Start()
+			<-hold
+		}(cmds[i])
+	}
+	defer close(hold)
+	for range cmds {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	got, _ := childrenOf(os.Getpid())
+	all := allPids()
+	for _, c := range cmds {
+		if !slices.Contains(got, c.Process.Pid) || !slices.Contains(all, c.Process.Pid) {
+			t.Errorf("child %d: in childrenOf %v, in the /proc scan %v", c.Process.Pid, slices.Contains(got, c.Process.Pid), slices.Contains(all, c.Process.Pid))
+		}
 	}
 }
