@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"testing"
 
@@ -15,8 +16,14 @@ import (
 //
 //   - sandbox-api: the provider's Sandbox.Exec vs an envd client through
 //     the server, which translates to Sandbox.Exec;
+//
 //   - proxy: an envd client on the agent's unix socket vs the same client
 //     through the server, which forwards to that socket.
+//
+//   - local: the local provider (berth's default backend) called directly
+//     (Sandbox.Exec, and an envd client on its agent's socket) vs an envd
+//     client through the server, which forwards to that socket. Root and
+//     runc, else skipped.
 //
 // The difference of each pair is what the serve layer adds per exec.
 func BenchmarkExec(b *testing.B) {
@@ -56,6 +63,34 @@ func BenchmarkExec(b *testing.B) {
 				return r.ExitCode, err
 			})
 		})
+		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
+	})
+
+	b.Run("local", func(b *testing.B) {
+		e := newLocalEnv(b, nil)
+		sb := e.create(testKey, nil)
+		rec := e.s.st.get(sb.SandboxID)
+		direct, err := e.p.Connect(ctx, rec.sb.ID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer direct.Close()
+		ep, err := direct.EnvdEndpoint(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		agent, err := envd.NewClient(ep.BaseURL, &http.Client{Transport: ep.Transport}, envd.WithAccessToken(ep.AccessToken), envd.WithKeepalive(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer agent.Close()
+		b.Run("sandbox-api-direct", func(b *testing.B) {
+			execTrue(b, func() (int, error) {
+				r, err := direct.Run(ctx, sandbox.Command{Args: []string{"true"}})
+				return r.ExitCode, err
+			})
+		})
+		b.Run("agent-direct", func(b *testing.B) { execTrue(b, viaClient(agent, "true")) })
 		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
 	})
 

@@ -88,12 +88,17 @@ type testEnv struct {
 // newEnv starts a server over the fake provider on a real HTTP listener.
 func newEnv(t testing.TB, mutate func(*Options), wrap func(driver.Provider) driver.Provider) *testEnv {
 	t.Helper()
-	p := openFake(t, wrap)
+	return newEnvOver(t, openFake(t, wrap), "host", mutate)
+}
+
+// newEnvOver starts a server over p whose "base" template is baseImage.
+func newEnvOver(t testing.TB, p *sandbox.Provider, baseImage string, mutate func(*Options)) *testEnv {
+	t.Helper()
 	keys, err := apikeys.New(testKey, otherKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Provider: p, Keys: keys, BaseImage: "host"}
+	opts := Options{Provider: p, Keys: keys, BaseImage: baseImage}
 	if os.Getenv("BERTH_SERVE_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -109,21 +109,31 @@ async function scenario() {
   step('kill; kill of an unknown id is false')
 }
 
-function p50(xs) {
+// pct returns the q-quantile of xs (nearest rank).
+function pct(xs, q) {
   const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)]
+  return s[Math.max(0, Math.ceil(q * s.length) - 1)]
 }
 
 async function bench() {
   const creates = []
-  const n = Number(process.env.BENCH_CREATES || 20)
-  const runs = Number(process.env.BENCH_RUNS || 200)
+  const n = Number(process.env.BENCH_CREATES) || 20
+  const runs = Number(process.env.BENCH_RUNS) || 200
   // One warm-up of each, so connection set-up is not counted.
   await (await Sandbox.create('base', { timeoutMs: 60_000 })).kill()
   for (let i = 0; i < n; i++) {
     const t0 = performance.now()
     const s = await Sandbox.create('base', { timeoutMs: 60_000 })
     creates.push(performance.now() - t0)
+    await s.kill()
+  }
+  // The same without internet (allowInternetAccess defaults to true; a
+  // provider may need more to give a sandbox a network).
+  const offline = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    const s = await Sandbox.create('base', { timeoutMs: 60_000, allowInternetAccess: false })
+    offline.push(performance.now() - t0)
     await s.kill()
   }
   const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
@@ -135,7 +145,13 @@ async function bench() {
     execs.push(performance.now() - t0)
   }
   await sbx.kill()
-  console.log(JSON.stringify({ sdk: sdkName, creates: n, runs, create_p50_ms: p50(creates), run_true_p50_ms: p50(execs) }))
+  const round = (x) => Math.round(x * 100) / 100
+  console.log(JSON.stringify({
+    sdk: sdkName, creates: n, runs,
+    create_p50_ms: round(pct(creates, 0.5)), create_p95_ms: round(pct(creates, 0.95)),
+    create_offline_p50_ms: round(pct(offline, 0.5)), create_offline_p95_ms: round(pct(offline, 0.95)),
+    run_true_p50_ms: round(pct(execs, 0.5)), run_true_p95_ms: round(pct(execs, 0.95)),
+  }))
 }
 
 try {

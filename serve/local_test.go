@@ -1,0 +1,276 @@
+package serve
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/image/seed"
+	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/sandbox"
+)
+
+// bashImage is the local backend's "base" template in the tests: the
+// seeded busybox rootfs plus a /bin/bash that execs busybox sh, since the
+// SDKs run every command as /bin/bash -l -c and busybox has no bash.
+const bashImage = "berth.local/busybox-bash:test"
+
+// localBackend is what the local provider needs in these tests, made once
+// per test process on first use (the agent build costs seconds): the
+// static agent binary, the bashImage rootfs tar, and a cgroup parent of the
+// tests' own that TestMain checks is empty at the end. Each test gets a
+// state dir of its own (states), so that tests running in parallel see
+// only their own sandboxes.
+var localBackend struct {
+	once   sync.Once
+	skip   string
+	err    error
+	dir    string // holds rootfs
+	rootfs string
+	agent  string
+	cgroup string
+
+	mu     sync.Mutex
+	states []string
+}
+
+// openLocal opens the local provider on a new state dir holding bashImage,
+// or skips without root, runc or busybox-static. Its cleanup, which runs
+// after the cleanups of a server made later in the test, fails the test
+// when a sandbox or a mount is left, and removes the state dir.
+func openLocal(t testing.TB) *sandbox.Provider {
+	t.Helper()
+	lb := &localBackend
+	lb.once.Do(setupLocal)
+	if lb.skip != "" {
+		t.Skip(lb.skip)
+	}
+	if lb.err != nil {
+		t.Fatal(lb.err)
+	}
+	// Short: the agents' socket paths live under it (108-byte limit).
+	state, err := os.MkdirTemp("", "berth-serve-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb.mu.Lock()
+	lb.states = append(lb.states, state)
+	lb.mu.Unlock()
+	if err := importBashImage(state, lb.rootfs); err != nil {
+		t.Fatal(err)
+	}
+	d, err := local.New(local.Options{StateDir: state, AgentBinary: lb.agent, CgroupParent: lb.cgroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sandbox.NewProvider("local", d)
+	t.Cleanup(func() {
+		defer p.Close()
+		infos, err := p.List(context.Background(), nil)
+		if err != nil || len(infos) != 0 {
+			t.Errorf("local sandboxes left after the test: %+v %v", infos, err)
+			return // TestMain reports and removes them
+		}
+		if m := mountsUnder(state); len(m) > 0 {
+			t.Errorf("mounts left after the test: %v", m)
+			return
+		}
+		os.RemoveAll(state)
+	})
+	return p
+}
+
+func setupLocal() {
+	lb := &localBackend
+	if os.Geteuid() != 0 {
+		lb.skip = "the local provider needs root (namespaces, overlayfs, cgroups)"
+		return
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		lb.skip = "the local provider needs runc: apt-get install runc"
+		return
+	}
+	if _, err := seed.FindBusybox(); err != nil {
+		lb.skip = err.Error()
+		return
+	}
+	if lb.dir, lb.err = os.MkdirTemp("", "berth-serve-image-"); lb.err != nil {
+		return
+	}
+	lb.rootfs = filepath.Join(lb.dir, "bash-rootfs.tar")
+	if lb.err = writeBashRootfs(lb.rootfs); lb.err != nil {
+		return
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	lb.cgroup = "berth-serve-test-" + hex.EncodeToString(b)
+	lb.agent, lb.err = testbin.Berth()
+}
+
+// writeBashRootfs writes bashImage's rootfs tar to file: the seeded
+// busybox rootfs with /bin/bash added.
+func writeBashRootfs(file string) error {
+	var rootfs bytes.Buffer
+	if err := seed.BusyboxTar(&rootfs, ""); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	tr := tar.NewReader(&rootfs)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if h.Name == "bin/bash" {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			f.Close()
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	err = tw.WriteHeader(&tar.Header{Name: "bin/bash", Mode: 0o755, Typeflag: tar.TypeReg, Size: int64(len(bashScript)), ModTime: seed.Epoch})
+	if err == nil {
+		_, err = io.WriteString(tw, bashScript)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("bash image: %w", err)
+	}
+	return nil
+}
+
+// importBashImage imports the rootfs tar as bashImage into the image
+// store in state.
+func importBashImage(state, rootfs string) error {
+	st, err := image.Open(state, image.Options{})
+	if err != nil {
+		return err
+	}
+	_, err = st.Import(context.Background(), bashImage, rootfs)
+	return err
+}
+
+// newLocalEnv starts a server over the local provider whose "base" is
+// bashImage.
+func newLocalEnv(t testing.TB, mutate func(*Options)) *testEnv {
+	t.Helper()
+	return newEnvOver(t, openLocal(t), bashImage, mutate)
+}
+
+// cleanupLocal runs after every test: it reports what the local backend's
+// tests left (sandbox directories and mounts under their state dirs,
+// cgroups under the tests' parent), deletes it, then removes the state
+// dirs, the cgroup parent, the rootfs tar and the agent binary.
+func cleanupLocal() []string {
+	lb := &localBackend
+	if lb.dir == "" {
+		return nil
+	}
+	defer testbin.Cleanup()
+	defer os.RemoveAll(lb.dir)
+	var left []string
+	for _, state := range lb.states {
+		if _, err := os.Stat(state); err != nil {
+			continue // removed by its test
+		}
+		ents, _ := os.ReadDir(filepath.Join(state, "sandboxes"))
+		for _, e := range ents {
+			left = append(left, "sandbox dir "+filepath.Join(state, "sandboxes", e.Name()))
+		}
+		left = append(left, mountsUnder(state)...)
+		// Never walk into a live sandbox's root: delete what is left first.
+		if d, err := local.New(local.Options{StateDir: state, AgentBinary: lb.agent, CgroupParent: lb.cgroup}); err == nil {
+			ctx := context.Background()
+			infos, _ := d.List(ctx, nil)
+			for _, in := range infos {
+				_ = d.Delete(ctx, in.ID)
+			}
+			_, _ = d.Reap(ctx)
+		}
+		if len(mountsUnder(state)) == 0 {
+			os.RemoveAll(state)
+		}
+	}
+	cgs := cgroupDirs(lb.cgroup)
+	for _, d := range cgs {
+		kids, _ := os.ReadDir(d)
+		for _, k := range kids {
+			if k.IsDir() {
+				left = append(left, "cgroup "+filepath.Join(d, k.Name()))
+			}
+		}
+	}
+	for _, d := range cgs {
+		os.Remove(d)
+	}
+	return left
+}
+
+// mountsUnder returns the mount points in /proc/self/mountinfo under dir.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return []string{"read mountinfo: " + err.Error()}
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 4 && (fs[4] == dir || strings.HasPrefix(fs[4], dir+"/")) {
+			out = append(out, "mount "+fs[4])
+		}
+	}
+	return out
+}
+
+// cgroupDirs finds the directories called name in the cgroup file systems.
+func cgroupDirs(name string) []string {
+	var out []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			out = append(out, p)
+			return fs.SkipDir
+		}
+		if strings.Count(p, "/") > 10 {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
