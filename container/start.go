@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -126,12 +128,21 @@ func (ct *Container) setMemory(n int64) error {
 	return nil
 }
 
-// cgroupWith finds the container's cgroup directory that has file.
+// cgroupWith finds the container's cgroup directory that has file: the
+// v1 hierarchy of the file's controller ("cpu" in "cpu,cpuacct"), else
+// the unified one.
 func (ct *Container) cgroupWith(file string) (string, bool) {
-	for _, dir := range ct.cgroups {
-		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
-			return dir, true
+	ctrl, _, _ := strings.Cut(file, ".")
+	for name, dir := range ct.cgroups {
+		if name != "unified" && slices.Contains(strings.Split(name, ","), ctrl) {
+			_, err := os.Stat(filepath.Join(dir, file))
+			return dir, err == nil
 		}
 	}
-	return "", false
+	dir, ok := ct.cgroups["unified"]
+	if !ok {
+		return "", false
+	}
+	_, err := os.Stat(filepath.Join(dir, file))
+	return dir, err == nil
 }
