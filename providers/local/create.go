@@ -74,6 +74,9 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if spec.Network.Mode == types.NetworkPublic {
 		network = container.NetworkPublic
 	}
+	if h := p.fromPool(ctx, poolRequest{spec, img, who, workDir, network, lim}); h != nil {
+		return h, nil
+	}
 
 	id := newID()
 	dir := p.dir(id)

@@ -29,6 +29,9 @@ const helperTTL = 2 * time.Second
 // helperMain creates one sandbox with a short TTL, prints its id, and
 // waits to be killed. It runs in a re-executed test binary.
 func helperMain() int {
+	if os.Getenv(poolHelperEnv) != "" {
+		return poolHelperMain()
+	}
 	o := local.Options{
 		StateDir:     os.Getenv("BERTH_LOCAL_TEST_STATE"),
 		AgentBinary:  os.Getenv("BERTH_LOCAL_TEST_AGENT"),

@@ -29,6 +29,9 @@ type Options struct {
 	CgroupParent string
 	// Image configures the image store (insecure registries, platform).
 	Image image.Options
+	// Pool keeps sandboxes started ahead of Create; the zero value keeps
+	// none. See "Pool" in the package doc.
+	Pool Pool
 	// Logger receives progress (image pulls and seeding) and warnings; nil
 	// discards them.
 	Logger *slog.Logger

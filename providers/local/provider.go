@@ -47,6 +47,8 @@ type Provider struct {
 	// handles hold the pidfd that reaps the init (see container.SetSubreaper).
 	mu  sync.Mutex
 	cts map[string]*container.Container
+
+	pool *pool // nil without Options.Pool
 }
 
 // geteuid is a variable so that tests run as root can see the other path.
@@ -87,6 +89,9 @@ func New(o Options) (*Provider, error) {
 	if cp := o.CgroupParent; cp != "" && (filepath.IsAbs(cp) || !filepath.IsLocal(cp)) {
 		return nil, types.Errorf(types.InvalidArgument, "cgroup parent %q must be a relative path without ..", cp)
 	}
+	if err := o.Pool.validate(); err != nil {
+		return nil, err
+	}
 	state, err := StateDir(o.StateDir)
 	if err != nil {
 		return nil, err
@@ -114,6 +119,7 @@ func New(o Options) (*Provider, error) {
 	if err := container.SetSubreaper(); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	p.pool = newPool(p, o.Pool)
 	return p, nil
 }
 
@@ -123,9 +129,9 @@ func (p *Provider) StateDir() string { return p.state }
 // Capabilities reports ProviderCapabilities.
 func (p *Provider) Capabilities() types.Capabilities { return ProviderCapabilities() }
 
-// Close releases nothing that outlives it: sandboxes live on until their
-// TTL or a Delete, from this process or another.
-func (p *Provider) Close() error { return nil }
+// Close removes the pool's ready sandboxes, if any. Sandboxes handed out
+// live on until their TTL or a Delete, from this process or another.
+func (p *Provider) Close() error { return p.pool.close() }
 
 // agent returns how the agent binary starts in a sandbox.
 func (p *Provider) agent(ctx context.Context) (launch, error) {

@@ -1,0 +1,472 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Pool keeps sandboxes started ahead of Create (see "Pool" in the package
+// doc). The zero value is no pool.
+type Pool struct {
+	// Size is how many sandboxes are kept ready for each (image, network)
+	// pair; 0 is no pool.
+	Size int
+	// Keys is how many (image, network) pairs have sandboxes kept ready:
+	// those most recently created from. 0 is 1.
+	Keys int
+}
+
+// Bounds of Pool: each ready sandbox is an idle agent (~10 MiB).
+const (
+	maxPoolSize = 64
+	maxPoolKeys = 16
+)
+
+func (o Pool) validate() error {
+	if o.Size < 0 || o.Size > maxPoolSize {
+		return types.Errorf(types.InvalidArgument, "pool size %d: want 0 to %d", o.Size, maxPoolSize)
+	}
+	if o.Keys < 0 || o.Keys > maxPoolKeys {
+		return types.Errorf(types.InvalidArgument, "pool keys %d: want 0 to %d", o.Keys, maxPoolKeys)
+	}
+	return nil
+}
+
+// poolKey is what a ready sandbox was made for: the container's layers,
+// environment and network are fixed when it starts.
+type poolKey struct {
+	imageID string
+	network container.Network
+}
+
+// member is a ready sandbox: its container runs, and its agent has started
+// and waits on the config pipe, whose write end only this process holds.
+// If this process dies the agent reads EOF and exits, and the directory
+// (locked, without meta.json) is reaped like any half-made sandbox.
+type member struct {
+	id     string
+	ct     *container.Container
+	lock   *dirLock
+	cfg    *os.File  // write end of the agent's config pipe
+	layers []layerID // the image's layer directories when it started
+	img    image.Image
+}
+
+// layerID identifies a layer directory, so that a member whose image was
+// removed and unpacked again (new directories, old ones gone from under
+// its overlay) is not handed out.
+type layerID struct{ dev, ino uint64 }
+
+func layerIDs(dirs []string) ([]layerID, error) {
+	out := make([]layerID, len(dirs))
+	for i, d := range dirs {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return nil, fmt.Errorf("layer %s: %w", d, err)
+		}
+		out[i] = layerID{uint64(st.Dev), st.Ino}
+	}
+	return out, nil
+}
+
+type bucket struct {
+	img    image.Image
+	ready  []*member
+	used   time.Time // the last Create asking for this key
+	failed bool      // the last fill failed: wait for the next Create
+}
+
+// pool is the provider's set of ready sandboxes and the goroutine that
+// refills it, one sandbox at a time so that refills never take more than
+// one core from the sandboxes being used.
+type pool struct {
+	p    *Provider
+	conf Pool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	keys    map[poolKey]*bucket
+	trash   []*member // evicted, removed by the filler or Close
+
+	handed atomic.Int64 // sandboxes Create took from the pool
+}
+
+func newPool(p *Provider, conf Pool) *pool {
+	if conf.Size == 0 {
+		return nil
+	}
+	if conf.Keys == 0 {
+		conf.Keys = 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pool{
+		p: p, conf: conf, ctx: ctx, cancel: cancel,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		keys: map[poolKey]*bucket{},
+	}
+}
+
+// take records a Create's demand for key and returns a ready member for
+// it, or nil. The filler is woken to replace what was taken.
+func (q *pool) take(key poolKey, img image.Image) *member {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	b := q.keys[key]
+	if b == nil {
+		b = &bucket{}
+		q.keys[key] = b
+	}
+	b.img, b.used, b.failed = img, time.Now(), false
+	q.evict()
+	if !q.started {
+		q.started = true
+		go q.fill()
+	}
+	defer q.kick()
+	cur, err := layerIDs(img.Layers)
+	for len(b.ready) > 0 {
+		mb := b.ready[0]
+		b.ready = b.ready[1:]
+		if err == nil && slices.Equal(mb.layers, cur) {
+			return mb
+		}
+		q.trash = append(q.trash, mb)
+	}
+	return nil
+}
+
+// evict drops the least recently used keys beyond conf.Keys.
+func (q *pool) evict() {
+	for len(q.keys) > q.conf.Keys {
+		var old poolKey
+		var oldest *bucket
+		for k, b := range q.keys {
+			if oldest == nil || b.used.Before(oldest.used) {
+				old, oldest = k, b
+			}
+		}
+		q.trash = append(q.trash, oldest.ready...)
+		delete(q.keys, old)
+	}
+}
+
+func (q *pool) kick() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fill keeps every key's bucket at conf.Size until Close.
+func (q *pool) fill() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		trash := q.trash
+		q.trash = nil
+		key, b := q.short()
+		var img image.Image
+		if b != nil {
+			img = b.img
+		}
+		q.mu.Unlock()
+		for _, mb := range trash {
+			q.p.removeMember(mb)
+		}
+		if b == nil {
+			select {
+			case <-q.wake:
+				continue
+			case <-q.ctx.Done():
+				return
+			}
+		}
+		mb, err := q.p.newMember(q.ctx, img, key.network)
+		q.mu.Lock()
+		switch {
+		case err != nil:
+			b.failed = true
+		case q.closed || q.keys[key] != b:
+			q.trash = append(q.trash, mb)
+		default:
+			b.ready = append(b.ready, mb)
+		}
+		q.mu.Unlock()
+		if err != nil {
+			if q.ctx.Err() != nil {
+				return
+			}
+			q.p.log.Warn("local: starting a pooled sandbox failed; the pool waits for the next create", "image", img.Ref, "error", err)
+		}
+	}
+}
+
+// short returns the most recently used key that lacks ready members.
+func (q *pool) short() (poolKey, *bucket) {
+	var key poolKey
+	var best *bucket
+	for k, b := range q.keys {
+		if b.failed || len(b.ready) >= q.conf.Size {
+			continue
+		}
+		if best == nil || b.used.After(best.used) {
+			key, best = k, b
+		}
+	}
+	return key, best
+}
+
+// full reports whether every key has conf.Size ready members (tests and
+// benchmarks wait for it).
+func (q *pool) full() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range q.keys {
+		if !b.failed && len(b.ready) < q.conf.Size {
+			return false
+		}
+	}
+	return true
+}
+
+// close stops the filler and removes every ready member. It is
+// idempotent; sandboxes already handed out are not touched.
+func (q *pool) close() error {
+	if q == nil {
+		return nil
+	}
+	q.mu.Lock()
+	q.closed = true
+	started := q.started
+	q.mu.Unlock()
+	q.cancel()
+	if started {
+		<-q.done
+	}
+	q.mu.Lock()
+	left := q.trash
+	q.trash = nil
+	for k, b := range q.keys {
+		left = append(left, b.ready...)
+		delete(q.keys, k)
+	}
+	q.mu.Unlock()
+	var errs []error
+	for _, mb := range left {
+		errs = append(errs, q.p.removeMember(mb))
+	}
+	return errors.Join(errs...)
+}
+
+// newMember starts a sandbox for img and network with no Spec yet: no
+// limits but the pids limit, the image's environment, root's agent waiting
+// for its config. Its directory stays locked until it is taken.
+func (p *Provider) newMember(ctx context.Context, img image.Image, network container.Network) (*member, error) {
+	run, err := p.agent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := layerIDs(img.Layers)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	dir := p.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	lock, err := lockDir(dir, true)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	mb := &member{id: id, lock: lock, layers: layers, img: img}
+	if err := p.startMember(ctx, mb, run, network); err != nil {
+		if mb.cfg != nil {
+			mb.cfg.Close()
+		}
+		os.RemoveAll(dir)
+		lock.unlock()
+		return nil, err
+	}
+	waitConfigRead(ctx, mb.ct.Pid())
+	return mb, nil
+}
+
+// waitConfigRead waits, up to agentReadyTimeout, until a thread of the
+// agent pid is blocked reading its config fd: then its runtime and package
+// inits are done, and a Create that takes it pays none of that. It is a
+// best effort (a member whose agent is still starting works, only later),
+// so that the filler counts a member ready only when it is, and starts the
+// next one only then.
+func waitConfigRead(ctx context.Context, pid int) {
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, agentinit.ConfigFD)
+	tasks := fmt.Sprintf("/proc/%d/task", pid)
+	deadline := time.Now().Add(agentReadyTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ents, err := os.ReadDir(tasks)
+		if err != nil {
+			return // gone: taking it fails and removes it
+		}
+		for _, e := range ents {
+			b, _ := os.ReadFile(filepath.Join(tasks, e.Name(), "syscall"))
+			if strings.HasPrefix(string(b), want) {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// agentReadyTimeout bounds waitConfigRead; an agent starts in ~10 ms.
+const agentReadyTimeout = 2 * time.Second
+
+func (p *Provider) startMember(ctx context.Context, mb *member, run launch, network container.Network) error {
+	ln, err := container.ListenUnix(filepath.Join(p.dir(mb.id), socketFile))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	mb.cfg = w
+	mb.ct, err = p.rt.Create(ctx, container.Config{
+		ID:         mb.id,
+		LowerDirs:  mb.img.Layers,
+		Dir:        filepath.Join(p.dir(mb.id), containerDir),
+		Init:       append(slices.Clone(run.argv), "agent"),
+		InitBinary: run.initBinary,
+		Mounts:     run.mounts,
+		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
+		Env:        mergeEnv(mb.img.Config.Env, nil),
+		Limits:     container.Limits{Pids: p.opts.Pids},
+		Network:    network,
+	})
+	if err != nil {
+		return fmt.Errorf("start pooled sandbox %s: %w", mb.id, err)
+	}
+	return nil
+}
+
+// removeMember deletes a member that was never handed out.
+func (p *Provider) removeMember(mb *member) error {
+	mb.cfg.Close() // the agent reads EOF and exits, if it still runs
+	err := mb.ct.Delete(context.Background())
+	if err == nil {
+		err = os.RemoveAll(p.dir(mb.id))
+	}
+	mb.lock.unlock()
+	if err != nil {
+		p.log.Warn("local: removing a pooled sandbox failed; berth sandboxes reap retries", "id", mb.id, "error", err)
+	}
+	return err
+}
+
+// poolRequest is a Create's resolved Spec.
+type poolRequest struct {
+	spec    types.Spec
+	img     image.Image
+	who     identity
+	workDir string
+	network container.Network
+	lim     container.Limits
+}
+
+// fromPool hands a ready sandbox to Create, or returns nil when there is
+// none (no pool, none ready, or a Spec a ready one cannot take), and
+// Create starts one itself. A ready one that fails to take its Spec is
+// removed and the next is tried.
+func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
+	// An agent running as a numeric uid without a passwd entry is fixed
+	// at start; pooled agents run as root and switch per command.
+	if p.pool == nil || r.who.agent.UID != 0 || r.who.agent.GID != 0 || len(r.who.agent.AdditionalGIDs) > 0 {
+		return nil
+	}
+	token := newToken()
+	now := time.Now()
+	cfg := agentinit.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: r.spec.Env}
+	b, err := agentinit.EncodeConfig(cfg)
+	if err != nil {
+		return nil // Create's own path reports it
+	}
+	for ctx.Err() == nil {
+		mb := p.pool.take(poolKey{r.img.ID, r.network}, r.img)
+		if mb == nil {
+			return nil
+		}
+		m := &meta{
+			ID: mb.id, Image: r.img.Ref, ImageID: r.img.ID, Labels: r.spec.Labels,
+			Created: now.UTC(), Expires: cfg.Deadline,
+			Token: token, Socket: filepath.Join(p.dir(mb.id), socketFile),
+			WorkDir: r.workDir, Network: string(r.spec.Network.Mode),
+		}
+		h, err := p.claim(ctx, mb, m, r.lim, b)
+		if err == nil {
+			p.pool.handed.Add(1)
+			return h
+		}
+		p.log.Warn("local: a pooled sandbox failed to start its Spec; trying another", "id", mb.id, "error", err)
+	}
+	return nil
+}
+
+// claim gives a member its Spec: limits in its cgroups, the agent's
+// config down the pipe, the first answer, then meta.json, which makes it
+// a sandbox like any other. On failure the member is removed.
+func (p *Provider) claim(ctx context.Context, mb *member, m *meta, lim container.Limits, cfg []byte) (*sandboxHandle, error) {
+	err := mb.ct.SetLimits(lim)
+	if err == nil {
+		_, err = mb.cfg.Write(cfg)
+		if cerr := mb.cfg.Close(); err == nil {
+			err = cerr
+		}
+	}
+	var h *sandboxHandle
+	if err == nil {
+		h, err = p.handle(m)
+	}
+	if err == nil {
+		err = p.waitAgent(ctx, h, mb.ct)
+	}
+	if err == nil {
+		err = p.writeMeta(m)
+	}
+	if err != nil {
+		if h != nil {
+			h.Close()
+		}
+		return nil, errors.Join(err, p.removeMember(mb))
+	}
+	p.mu.Lock()
+	p.cts[mb.id] = mb.ct
+	p.mu.Unlock()
+	mb.lock.unlock()
+	return h, nil
+}

@@ -1,0 +1,350 @@
+package local_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// openPooled opens a driver with a pool; the test's end closes it, which
+// must remove the pool's ready sandboxes.
+func openPooled(t testing.TB, pool local.Pool) *local.Provider {
+	t.Helper()
+	needRoot(t)
+	o := options()
+	o.Pool = pool
+	p, err := local.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return p
+}
+
+// warm creates and deletes one sandbox of spec, so that the pool learns
+// its key, and returns the ready sandboxes' IDs once the pool is full.
+func warm(t testing.TB, p *local.Provider, spec sandbox.Spec) []string {
+	t.Helper()
+	ctx := testCtx(t)
+	sp := sandbox.NewProvider("local", p)
+	sb, err := sp.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	ids, err := local.PoolReady(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// A ready sandbox is no sandbox until taken: not listed, not connectable,
+// not deletable by ID. Taken, it has the Spec as a fresh one would: env
+// over the image's, a working directory made for it, the user, labels,
+// limits in its cgroups (memory enforced), and it is reachable from
+// another provider value.
+func TestPoolHandsOutSpec(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 1})
+	ready := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	if len(ready) != 1 {
+		t.Fatalf("ready = %v, want one", ready)
+	}
+	id := ready[0]
+	ctx := testCtx(t)
+	infos, err := p.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.ID == id {
+			t.Errorf("List shows the ready sandbox %s", id)
+		}
+	}
+	if _, err := p.Connect(ctx, id); types.ClassOf(err) != types.NotFound {
+		t.Errorf("Connect to a ready sandbox: %v, want NotFound", err)
+	}
+	if err := p.Delete(ctx, id); types.ClassOf(err) != types.NotFound {
+		t.Errorf("Delete of a ready sandbox: %v, want NotFound", err)
+	}
+
+	sp := sandbox.NewProvider("local", p)
+	sb := create(t, sp, sandbox.Spec{
+		Env:       map[string]string{"GREETING": "hi", "PATH": "/bin:/usr/bin"},
+		WorkDir:   "/work/dir",
+		User:      "nobody",
+		Labels:    map[string]string{"pool-test": t.Name()},
+		Resources: sandbox.Resources{CPUs: 0.5, MemoryMB: 64},
+	})
+	if sb.ID() != id {
+		t.Fatalf("created %s, want the ready %s: the test proves nothing", sb.ID(), id)
+	}
+	if got := sh(t, sb, `echo "$GREETING $PATH $(pwd) $(id -u):$(id -g) $(hostname)"`); got != "hi /bin:/usr/bin /work/dir 65534:65534 "+id {
+		t.Errorf("env, cwd, user and hostname = %q", got)
+	}
+	res, err := sb.Run(ctx, sandbox.Command{Args: []string{"id", "-u"}, User: "root"})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Errorf("command as root: %q %v", res.Stdout, err)
+	}
+	want := map[string]string{
+		"memory.limit_in_bytes": strconv.Itoa(64 << 20), "memory.max": strconv.Itoa(64 << 20),
+		"pids.max": strconv.Itoa(local.DefaultPids), "cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000",
+	}
+	seen := 0
+	for _, dir := range cgroupDirs(id) {
+		for file, w := range want {
+			b, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				continue
+			}
+			seen++
+			if got := strings.TrimSpace(string(b)); got != w {
+				t.Errorf("%s/%s = %q, want %q", dir, file, got, w)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("found %d of the memory, pids and cpu limit files in %v", seen, cgroupDirs(id))
+	}
+	// The limit set after start holds: a hog is killed at it.
+	res, err = sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "head -c 512m /dev/zero | tail -n 1 >/dev/null"}})
+	if err != nil || res.ExitCode != 137 {
+		t.Errorf("memory hog: exit %d, %v; want 137", res.ExitCode, err)
+	}
+	infos, err = p.List(ctx, map[string]string{"pool-test": t.Name()})
+	if err != nil || len(infos) != 1 || infos[0].ID != id {
+		t.Errorf("List by label = %v, %v; want %s", infos, err, id)
+	}
+	other, err := newDriver(t).Connect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	proc, err := other.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(ctx); err != nil || code != 0 {
+		t.Errorf("exec through another provider value: %d, %v", code, err)
+	}
+}
+
+// A pooled sandbox ends at its TTL like any other.
+func TestPoolTTL(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 1})
+	ready := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	const ttl = 1500 * time.Millisecond
+	sb := create(t, sandbox.NewProvider("local", p), sandbox.Spec{TTL: ttl})
+	created := time.Now()
+	if sb.ID() != ready[0] {
+		t.Fatalf("created %s, want the ready %s", sb.ID(), ready[0])
+	}
+	for len(procsIn(sb.ID())) > 0 {
+		if time.Since(created) > ttl+10*time.Second {
+			t.Fatalf("sandbox %s still runs long after its TTL", sb.ID())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if time.Since(created) < ttl-500*time.Millisecond {
+		t.Fatalf("sandbox ended after %v, before its TTL", time.Since(created))
+	}
+	if _, err := p.Connect(testCtx(t), sb.ID()); types.ClassOf(err) != types.NotFound {
+		t.Errorf("Connect after the TTL: %v, want NotFound", err)
+	}
+}
+
+// Close removes the ready sandboxes entirely and is idempotent; Create
+// still works after it, without a pool.
+func TestPoolClose(t *testing.T) {
+	needRoot(t)
+	o := options()
+	o.Pool = local.Pool{Size: 2}
+	p, err := local.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	if len(ready) != 2 {
+		t.Fatalf("ready = %v, want two", ready)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ready {
+		assertNoLeftovers(t, id)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	sb := create(t, sandbox.NewProvider("local", p), sandbox.Spec{})
+	if slices.Contains(ready, sb.ID()) {
+		t.Errorf("Create after Close handed out a removed sandbox")
+	}
+	sh(t, sb, "true")
+}
+
+// Only the most recently used (image, network) keys keep ready
+// sandboxes: asking for another drops the older key's.
+func TestPoolEvictsOldKey(t *testing.T) {
+	if _, err := exec.LookPath("slirp4netns"); err != nil {
+		t.Skip("needs slirp4netns for a second network key: apt-get install slirp4netns")
+	}
+	p := openPooled(t, local.Pool{Size: 1, Keys: 1})
+	old := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	now := warm(t, p, sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
+	if len(now) != 1 || slices.Contains(now, old[0]) {
+		t.Fatalf("ready after the second key = %v (first key's: %v)", now, old)
+	}
+	assertNoLeftovers(t, old[0])
+}
+
+// Bad pool options are refused by New.
+func TestPoolRefusals(t *testing.T) {
+	needRoot(t)
+	for _, pool := range []local.Pool{{Size: -1}, {Size: 65}, {Size: 1, Keys: -1}, {Size: 1, Keys: 17}} {
+		o := options()
+		o.Pool = pool
+		if _, err := local.New(o); types.ClassOf(err) != types.InvalidArgument {
+			t.Errorf("New with %+v: %v, want InvalidArgument", pool, err)
+		}
+	}
+}
+
+// The conformance suite passes on pooled sandboxes. Every case shares one
+// pooled provider value (closing it would empty the pool), and at least
+// some cases must have run on a pooled sandbox.
+func TestPoolSuite(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 4})
+	spec := func() sandbox.Spec { return sandbox.Spec{Image: local.DefaultImage, TTL: 10 * time.Minute} }
+	warm(t, p, spec())
+	t.Run("suite", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Harness{
+			Open:        func(t *testing.T) *sandbox.Provider { return sandbox.NewProvider("local", keepOpen{p}) },
+			Spec:        spec,
+			ExpiryGrace: 3 * time.Second,
+		})
+	})
+	if n := local.PoolHanded(p); n < 4 {
+		t.Errorf("%d cases ran on pooled sandboxes, want at least the 4 ready at the start", n)
+	} else {
+		t.Logf("%d cases ran on pooled sandboxes", n)
+	}
+}
+
+// keepOpen shares one driver among the suite's provider values.
+type keepOpen struct{ *local.Provider }
+
+func (keepOpen) Close() error { return nil }
+
+var _ driver.Provider = keepOpen{}
+
+// poolHelperEnv makes helperMain open a pool, print its ready sandboxes'
+// IDs and wait to be killed.
+const poolHelperEnv = "BERTH_LOCAL_TEST_POOL_HELPER"
+
+func poolHelperMain() int {
+	d, err := local.New(local.Options{
+		StateDir:     os.Getenv("BERTH_LOCAL_TEST_STATE"),
+		AgentBinary:  os.Getenv("BERTH_LOCAL_TEST_AGENT"),
+		CgroupParent: os.Getenv("BERTH_LOCAL_TEST_CGROUP"),
+		Pool:         local.Pool{Size: 2},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	p := sandbox.NewProvider("local", d)
+	sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+	if err == nil {
+		err = sb.Delete(ctx)
+	}
+	var ids []string
+	if err == nil {
+		ids, err = local.PoolReady(ctx, d)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(strings.Join(ids, " "))
+	select {} // until SIGKILL
+}
+
+// A pool outlives nothing: its owner is SIGKILLed, its ready sandboxes'
+// agents read EOF on their config pipe and exit, and Reap removes what is
+// left, as for a creator killed mid-create.
+func TestPoolOwnerKilled(t *testing.T) {
+	p := newDriver(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", poolHelperEnv+"=1", "BERTH_LOCAL_TEST_STATE="+stateDir,
+		"BERTH_LOCAL_TEST_AGENT="+agentBin, "BERTH_LOCAL_TEST_CGROUP="+cgroupParent)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	ids := strings.Fields(line)
+	if err != nil || len(ids) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper printed %q: %v", line, err)
+	}
+	for _, id := range ids {
+		if len(procsIn(id)) == 0 {
+			t.Errorf("ready sandbox %s has no processes before its owner dies", id)
+		}
+	}
+	if reaped, err := p.Reap(testCtx(t)); err != nil || slices.ContainsFunc(reaped, func(id string) bool { return slices.Contains(ids, id) }) {
+		t.Errorf("Reap took a live pool's sandboxes: %v, %v", reaped, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range ids {
+		for len(procsIn(id)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("ready sandbox %s still runs after its owner died", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	reaped, err := p.Reap(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !slices.Contains(reaped, id) {
+			t.Errorf("Reap = %v, want %s among them", reaped, id)
+		}
+		assertNoLeftovers(t, id)
+	}
+}
