@@ -164,8 +164,8 @@ func TestBadAgentRefused(t *testing.T) {
 
 // berth built the default way (`go build`, linked against the host's libc
 // where cgo is available) is a working agent in an image without a libc:
-// it runs through the host's loader, mounted beside it. Trees, which run
-// the binary a second time inside, work too.
+// it runs through the host's loader, mounted beside it. Trees, which that
+// agent moves itself, arrive as the sandbox's user.
 func TestDynamicAgent(t *testing.T) {
 	needRoot(t)
 	bin, err := testbin.BerthDefault()
