@@ -34,6 +34,8 @@ func Main(ctx context.Context, o Options) error {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	// Before the config: a pooled agent does this ahead of its Create.
+	reserveThreads(spareThreads)
 	cfg, err := ReadConfig(o.ConfigFD)
 	if err != nil {
 		return err
