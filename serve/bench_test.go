@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
@@ -91,7 +93,29 @@ func BenchmarkExec(b *testing.B) {
 			})
 		})
 		b.Run("agent-direct", func(b *testing.B) { execTrue(b, viaClient(agent, "true")) })
-		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
+		viaServe := viaClient(e.envdClient(sb), "true")
+		b.Run("serve", func(b *testing.B) { execTrue(b, viaServe) })
+		// The pair in turns, so that load that comes and goes on the
+		// machine falls on both alike: medians of each, and their
+		// difference, which is what serve adds per exec.
+		b.Run("paired", func(b *testing.B) {
+			var dd, ds []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				r, err := direct.Run(ctx, sandbox.Command{Args: []string{"true"}})
+				t1 := time.Now()
+				code, serr := viaServe()
+				t2 := time.Now()
+				if err != nil || r.ExitCode != 0 || serr != nil || code != 0 {
+					b.Fatalf("true: direct %d %v, serve %d %v", r.ExitCode, err, code, serr)
+				}
+				dd, ds = append(dd, t1.Sub(t0)), append(ds, t2.Sub(t1))
+			}
+			md, ms := median(dd), median(ds)
+			b.ReportMetric(ms2(md), "direct-p50-ms")
+			b.ReportMetric(ms2(ms), "serve-p50-ms")
+			b.ReportMetric(ms2(ms-md), "added-p50-ms")
+		})
 	})
 
 	b.Run("proxy", func(b *testing.B) {
@@ -117,3 +141,11 @@ func BenchmarkExec(b *testing.B) {
 		b.Run("serve", func(b *testing.B) { execTrue(b, viaClient(e.envdClient(sb), "true")) })
 	})
 }
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+func ms2(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
