@@ -78,7 +78,9 @@ var busyboxFiles = []struct {
 
 // BusyboxTar writes a plain rootfs tar to w: the static busybox at bin as
 // /bin/busybox, a symlink in /bin for each of its applets, /etc/passwd and
-// /etc/group with root and nobody, and /tmp. bin "" means FindBusybox.
+// /etc/group with root and nobody, /tmp, and the host's bash (with its
+// loader and libraries) as /bin/bash when the host has one. bin "" means
+// FindBusybox.
 func BusyboxTar(w io.Writer, bin string) error {
 	if bin == "" {
 		var err error
@@ -129,6 +131,33 @@ func BusyboxTar(w io.Writer, bin string) error {
 			continue
 		}
 		if err := put(&tar.Header{Name: "bin/" + applet, Mode: 0o777, Typeflag: tar.TypeSymlink, Linkname: "busybox"}, nil); err != nil {
+			return err
+		}
+	}
+	// The host's bash and its libraries, so that /bin/bash -l -c (how the
+	// E2B SDKs run every command) works in the seeded image.
+	bash, err := bashFiles()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, f := range bash {
+		names = append(names, f.Name)
+	}
+	have := map[string]bool{"bin": true, "usr": true, "usr/bin": true}
+	for _, d := range parentDirs(names) {
+		if !have[d] {
+			if err := put(&tar.Header{Name: d + "/", Mode: 0o755, Typeflag: tar.TypeDir}, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range bash {
+		b, err := os.ReadFile(f.Source)
+		if err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		if err := put(&tar.Header{Name: f.Name, Mode: 0o755, Typeflag: tar.TypeReg, Size: int64(len(b))}, b); err != nil {
 			return err
 		}
 	}
