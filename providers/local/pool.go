@@ -31,7 +31,7 @@ type Pool struct {
 	Keys int
 }
 
-// Bounds of Pool: each ready sandbox is an idle agent (~10 MiB).
+// Bounds of Pool: each ready sandbox is an idle agent (~5 MiB charged).
 const (
 	maxPoolSize = 64
 	maxPoolKeys = 16
