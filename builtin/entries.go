@@ -37,10 +37,19 @@ func local() registry.Entry {
 // /var/lib/berth), mounting $BERTH_AGENT_BINARY (default the running berth
 // binary, which must be static) into sandboxes as their agent.
 func openLocal(_ context.Context, cfg registry.Config) (driver.Provider, error) {
+	var pool localprovider.Pool
+	if v := strings.TrimSpace(cfg.Env.Get(registry.PoolSizeVar)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a number of sandboxes (0 for none)", registry.PoolSizeVar, v)
+		}
+		pool.Size = n
+	}
 	return localprovider.New(localprovider.Options{
 		StateDir:    cfg.Env.Get(localprovider.EnvStateDir),
 		AgentBinary: cfg.Env.Get(localprovider.EnvAgentBinary),
 		Logger:      cfg.Logger,
+		Pool:        pool,
 	})
 }
 
@@ -60,6 +69,8 @@ func e2b() registry.Entry {
 		Target:  &registry.Target{Var: "E2B_API_URL", Label: "endpoint", Default: "E2B Cloud (default)"},
 		// 401 without a key still proves the control plane answers.
 		Probe: &registry.Probe{URLVar: "E2B_API_URL", Default: "https://api.e2b.app", Path: "/sandboxes"},
+		// E2B's own default template; berth serve maps it to an image with bash.
+		DefaultImage: "base",
 		Capabilities: types.Capabilities{
 			ResourceMode: types.ResourcesLimits,
 			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},

@@ -27,6 +27,26 @@ func MapEnviron(vars map[string]string, home string) Environ {
 	}
 }
 
+// With returns e with vars set on top (for a launcher's own knobs).
+func (e Environ) With(vars map[string]string) Environ {
+	base := e.Lookup
+	return Environ{Home: e.Home, Lookup: func(k string) (string, bool) {
+		if v, ok := vars[k]; ok {
+			return v, true
+		}
+		if base == nil {
+			return "", false
+		}
+		return base(k)
+	}}
+}
+
+// PoolSizeVar asks a provider that can keep sandboxes started ahead of
+// Create (the local provider) to keep this many ready. Long-running
+// launchers (berth serve) set it; one-shot commands leave it unset, since
+// a pool they never use is wasted work.
+const PoolSizeVar = "BERTH_POOL_SIZE"
+
 // Get returns the variable's value, "" when unset.
 func (e Environ) Get(name string) string {
 	if e.Lookup == nil {

@@ -20,6 +20,8 @@ const (
 	LauncherLabel = "berth.launcher"
 	LauncherValue = "serve"
 	IDLabel       = "berth.serve.id"
+	// ServeLabelPrefix marks the labels clients may not set.
+	ServeLabelPrefix = "berth.serve."
 )
 
 // Default timeouts of create when the body names none (as upstream).
@@ -167,13 +169,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	id := newID()
 	labels := map[string]string{}
 	for k, v := range req.Metadata {
-		if strings.HasPrefix(k, "berth.") {
-			refuse(http.StatusBadRequest, "metadata key %q is reserved (berth.*)", k)
+		// berth.serve.* are the server's own; other berth.* keys are
+		// ownership labels a berth client (berth run through the e2b
+		// provider) sets and reaps by, so they pass through.
+		if strings.HasPrefix(k, ServeLabelPrefix) {
+			refuse(http.StatusBadRequest, "metadata key %q is reserved (%s*)", k, ServeLabelPrefix)
 			return
 		}
 		labels[k] = v
 	}
-	labels[LauncherLabel], labels[IDLabel] = LauncherValue, id
+	labels[IDLabel] = id
+	if _, ok := labels[LauncherLabel]; !ok {
+		labels[LauncherLabel] = LauncherValue
+	}
 	internet := req.AllowInternetAccess == nil || *req.AllowInternetAccess
 	spec := sandbox.Spec{Image: image, Env: req.EnvVars, Labels: labels, TTL: ttl, Network: sandbox.Network{Mode: sandbox.NetworkNone}}
 	if internet && !s.opts.DenyInternet && s.caps.Supports(sandbox.NetworkPublic) {

@@ -95,7 +95,7 @@ func TestCreateRefusals(t *testing.T) {
 		{"negative timeout", `{"timeout":-5}`, 400, "positive"},
 		{"timeout over the maximum", `{"timeout":7200}`, 400, "maximum"},
 		{"unknown template", `{"templateID":"nope"}`, 404, "templates: base"},
-		{"reserved metadata", `{"metadata":{"berth.launcher":"cli"}}`, 400, "reserved"},
+		{"reserved metadata", `{"metadata":{"berth.serve.id":"forged"}}`, 400, "reserved"},
 		{"bad metadata key", `{"metadata":{"a=b":"c"}}`, 400, "key"},
 		{"bad env name", `{"envVars":{"A=B":"c"}}`, 400, "environment"},
 		{"auto pause", `{"autoPause":true}`, 400, "NotSupported"},

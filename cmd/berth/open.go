@@ -30,8 +30,14 @@ func (a *app) backendName(flag string) string {
 // open resolves the provider's credential the way a worker does and opens
 // it. An unknown backend or a missing credential is a usage error (exit 2).
 func (a *app) open(ctx context.Context, backend string) (*sandbox.Provider, error) {
+	return a.openWith(ctx, backend, nil)
+}
+
+// openWith is open with launcher knobs (registry.PoolSizeVar) set on top
+// of the environment.
+func (a *app) openWith(ctx context.Context, backend string, knobs map[string]string) (*sandbox.Provider, error) {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := a.reg.Open(ctx, a.backendName(backend), a.env, log)
+	p, err := a.reg.Open(ctx, a.backendName(backend), a.env.With(knobs), log)
 	if err != nil {
 		if c := sandbox.ClassOf(err); c == sandbox.NotFound || c == sandbox.Unauthenticated || c == sandbox.InvalidArgument {
 			return nil, usageError(err)

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/serve"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
@@ -20,6 +22,7 @@ const defaultBaseImage = "debian:bookworm-slim"
 func (a *app) serveCmd() *cobra.Command {
 	var backend, addr, keyFile, domain, baseImage, home, logLevel string
 	var templates []string
+	var pool int
 	var opts serve.Options
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:3000] [--backend NAME] [--api-keys FILE] [--domain D] [--template NAME=IMAGE]...",
@@ -76,7 +79,11 @@ the provider as its TTL. Stopping the server deletes its sandboxes.`,
 			opts.Keys = keys
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
 			defer stop()
-			p, err := a.open(ctx, backend)
+			knobs := map[string]string{}
+			if cmd.Flags().Changed("pool") || !a.env.Set(registry.PoolSizeVar) {
+				knobs[registry.PoolSizeVar] = strconv.Itoa(pool)
+			}
+			p, err := a.openWith(ctx, backend, knobs)
 			if err != nil {
 				return err
 			}
@@ -93,6 +100,7 @@ the provider as its TTL. Stopping the server deletes its sandboxes.`,
 	a.backendFlag(cmd, &backend)
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:3000", "listen address (host:port; port 0 picks one)")
+	f.IntVar(&pool, "pool", 2, "sandboxes kept started ahead of create, where the provider can (local); 0 for none")
 	f.StringVar(&keyFile, "api-keys", "~/.config/berth/serve_api_keys", "API key file, one key per line (created with a new key if absent)")
 	f.StringVar(&domain, "domain", "localhost", "sandbox domain returned to clients; routes Host <port>-<id>.DOMAIN")
 	f.StringArrayVar(&templates, "template", nil, "templateID=image (repeatable)")

@@ -5,9 +5,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/internal/harbortest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
@@ -17,6 +20,7 @@ import (
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 	"github.com/berth-sh/berth/serve"
 	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/smoke"
 )
 
 // TestSuiteAgainstServe runs the conformance suite through the driver
@@ -61,6 +65,29 @@ func TestSuiteAgainstServeLocal(t *testing.T) {
 
 func runSuiteThroughServe(t *testing.T, backend *sandbox.Provider, baseImage string) {
 	t.Helper()
+	urls, key := startServe(t, backend, baseImage)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			d, err := e2b.New(e2b.Options{
+				APIKey:     registry.Secret(key),
+				APIURL:     urls.APIURL,
+				SandboxURL: urls.SandboxURL,
+				Domain:     urls.Domain,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sandbox.NewProvider("e2b", d)
+		},
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "base", TTL: 10 * time.Minute} },
+		Skip: suiteSkips,
+	})
+}
+
+// startServe runs an in-process berth serve over backend and returns what
+// a client sets (E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN) and its key.
+func startServe(t *testing.T, backend *sandbox.Provider, baseImage string) (serve.URLs, string) {
+	t.Helper()
 	key := apikeys.Generate()
 	keys, err := apikeys.New(key)
 	if err != nil {
@@ -81,21 +108,49 @@ func runSuiteThroughServe(t *testing.T, backend *sandbox.Provider, baseImage str
 		srv.Close()
 		backend.Close()
 	})
-	urls := serve.ClientURLs(hs.URL, "")
-	sandboxtest.Run(t, sandboxtest.Harness{
-		Open: func(t *testing.T) *sandbox.Provider {
-			d, err := e2b.New(e2b.Options{
-				APIKey:     registry.Secret(key),
-				APIURL:     urls.APIURL,
-				SandboxURL: urls.SandboxURL,
-				Domain:     urls.Domain,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sandbox.NewProvider("e2b", d)
-		},
-		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "base", TTL: 10 * time.Minute} },
-		Skip: suiteSkips,
-	})
+	return serve.ClientURLs(hs.URL, ""), key
+}
+
+// TestGoldenThroughServe: the golden episode on the agentenv entry (the
+// e2b driver, as a self-hosted E2B server is used) pointed at berth serve
+// over the local provider, by the two URLs a user would set.
+func TestGoldenThroughServe(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the local provider needs root")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("the local provider needs runc (apt-get install runc)")
+	}
+	bin, err := testbin.Berth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Reap(context.Background()) })
+	// "base" is the e2b entry's default image; serve maps it to local's
+	// seeded image, which has bash.
+	urls, key := startServe(t, sandbox.NewProvider("local", d), "berth.local/busybox:latest")
+	env := registry.MapEnviron(map[string]string{
+		"E2B_API_KEY": key, "E2B_API_URL": urls.APIURL, "E2B_SANDBOX_URL": urls.SandboxURL, "E2B_DOMAIN": urls.Domain,
+	}, t.TempDir())
+	for _, c := range []struct {
+		agent string
+		pass  bool
+	}{{"golden", true}, {"nop", false}} {
+		rep, err := smoke.Run(t.Context(), smoke.Options{Connector: "harbor", Backend: "agentenv", Agent: c.agent, Registry: builtin.Registry(), Env: env}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ResultsDir != "" {
+			os.RemoveAll(filepath.Dir(rep.ResultsDir))
+		}
+		if rep.Pass != c.pass || rep.ExitStatus != smoke.Submitted {
+			var out strings.Builder
+			rep.Print(&out)
+			t.Fatalf("agent %s through berth serve:\n%s", c.agent, out.String())
+		}
+	}
 }
