@@ -61,7 +61,7 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
 		}
 	}
-	if err := os.Chmod(filepath.Join(sb.root, "tmp"), 0o1777); err != nil {
+	if err := os.Chmod(filepath.Join(sb.root, "tmp"), os.ModeSticky|0o777); err != nil {
 		return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
 	}
 	if s.opts.Busybox != "" {
