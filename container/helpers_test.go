@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testbin"
 )
 
 // The test fixture: a busybox rootfs (Debian's busybox-static with applet
@@ -55,12 +57,7 @@ func TestMain(m *testing.M) {
 // needRoot skips tests that need root, the runtime binary and busybox.
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: containers need namespaces, mounts and cgroups")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("needs runc: apt-get install runc")
-	}
+	testbin.NeedLocal(t)
 	if _, err := busyboxPath(); err != nil {
 		t.Skip("needs a static busybox: apt-get install busybox-static")
 	}

@@ -2,8 +2,6 @@ package smoke_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -51,12 +49,7 @@ func TestGolden(t *testing.T) {
 // test's own, on top of the process environment.
 func localEnv(t *testing.T, base registry.Environ) registry.Environ {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the local provider needs root (runc, overlayfs, cgroups)")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("runc is not installed (apt-get install runc)")
-	}
+	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()
 	if err != nil {
 		t.Fatal(err)

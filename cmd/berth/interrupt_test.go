@@ -22,12 +22,7 @@ import (
 const interruptTrials = 50
 
 func TestInterruptedJobs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local provider needs root")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("the local provider needs runc (apt-get install runc)")
-	}
+	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()
 	if err != nil {
 		t.Fatal(err)

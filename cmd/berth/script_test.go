@@ -44,10 +44,7 @@ func (c cleanupM) Run() int {
 // (BERTH_AGENT_BINARY; the test binary is linked with cgo), and a busybox
 // rootfs tar to import (BUSYBOX_TAR).
 func localEnv(env *testscript.Env) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
+	if testbin.LocalMissing() != "" {
 		return nil
 	}
 	bin, err := testbin.Berth()

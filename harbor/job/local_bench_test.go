@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -29,12 +28,7 @@ import (
 //
 // BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 1000 and 32.
 func BenchmarkJobLocal(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("the local provider needs root")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		b.Skip("the local provider needs runc")
-	}
+	testbin.NeedLocal(b)
 	trials, conc := envInt("BERTH_BENCH_TRIALS", 1000), envInt("BERTH_BENCH_CONCURRENCY", 32)
 	bin, err := testbin.Berth()
 	if err != nil {

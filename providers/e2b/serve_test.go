@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,12 +38,7 @@ func TestSuiteAgainstServe(t *testing.T) {
 // serve's default backend: the data plane is proxied to each sandbox's
 // own agent.
 func TestSuiteAgainstServeLocal(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local provider needs root")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("the local provider needs runc (apt-get install runc)")
-	}
+	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()
 	if err != nil {
 		t.Fatal(err)
@@ -115,12 +109,7 @@ func startServe(t *testing.T, backend *sandbox.Provider, baseImage string) (serv
 // e2b driver, as a self-hosted E2B server is used) pointed at berth serve
 // over the local provider, by the two URLs a user would set.
 func TestGoldenThroughServe(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local provider needs root")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("the local provider needs runc (apt-get install runc)")
-	}
+	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()
 	if err != nil {
 		t.Fatal(err)
