@@ -2,23 +2,20 @@ package serve
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/image/seed"
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
@@ -85,7 +82,7 @@ func openLocal(t testing.TB) *sandbox.Provider {
 			t.Errorf("local sandboxes left after the test: %+v %v", infos, err)
 			return // TestMain reports and removes them
 		}
-		if m := mountsUnder(state); len(m) > 0 {
+		if m := localtest.MountsUnder(state); len(m) > 0 {
 			t.Errorf("mounts left after the test: %v", m)
 			return
 		}
@@ -96,12 +93,7 @@ func openLocal(t testing.TB) *sandbox.Provider {
 
 func setupLocal() {
 	lb := &localBackend
-	if os.Geteuid() != 0 {
-		lb.skip = "the local provider needs root (namespaces, overlayfs, cgroups)"
-		return
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		lb.skip = "the local provider needs runc: apt-get install runc"
+	if lb.skip = testbin.LocalMissing(); lb.skip != "" {
 		return
 	}
 	if _, err := seed.FindBusybox(); err != nil {
@@ -200,77 +192,5 @@ func cleanupLocal() []string {
 	}
 	defer testbin.Cleanup()
 	defer os.RemoveAll(lb.dir)
-	var left []string
-	for _, state := range lb.states {
-		if _, err := os.Stat(state); err != nil {
-			continue // removed by its test
-		}
-		ents, _ := os.ReadDir(filepath.Join(state, "sandboxes"))
-		for _, e := range ents {
-			left = append(left, "sandbox dir "+filepath.Join(state, "sandboxes", e.Name()))
-		}
-		left = append(left, mountsUnder(state)...)
-		// Never walk into a live sandbox's root: delete what is left first.
-		if d, err := local.New(local.Options{StateDir: state, AgentBinary: lb.agent, CgroupParent: lb.cgroup}); err == nil {
-			ctx := context.Background()
-			infos, _ := d.List(ctx, nil)
-			for _, in := range infos {
-				_ = d.Delete(ctx, in.ID)
-			}
-			_, _ = d.Reap(ctx)
-		}
-		if len(mountsUnder(state)) == 0 {
-			os.RemoveAll(state)
-		}
-	}
-	cgs := cgroupDirs(lb.cgroup)
-	for _, d := range cgs {
-		kids, _ := os.ReadDir(d)
-		for _, k := range kids {
-			if k.IsDir() {
-				left = append(left, "cgroup "+filepath.Join(d, k.Name()))
-			}
-		}
-	}
-	for _, d := range cgs {
-		os.Remove(d)
-	}
-	return left
-}
-
-// mountsUnder returns the mount points in /proc/self/mountinfo under dir.
-func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return []string{"read mountinfo: " + err.Error()}
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) > 4 && (fs[4] == dir || strings.HasPrefix(fs[4], dir+"/")) {
-			out = append(out, "mount "+fs[4])
-		}
-	}
-	return out
-}
-
-// cgroupDirs finds the directories called name in the cgroup file systems.
-func cgroupDirs(name string) []string {
-	var out []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == name {
-			out = append(out, p)
-			return fs.SkipDir
-		}
-		if strings.Count(p, "/") > 10 {
-			return fs.SkipDir
-		}
-		return nil
-	})
-	return out
+	return localtest.Sweep(local.Options{AgentBinary: lb.agent, CgroupParent: lb.cgroup}, lb.states...)
 }

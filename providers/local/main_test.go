@@ -1,21 +1,18 @@
 package local_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 )
@@ -38,14 +35,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	switch {
-	case os.Geteuid() != 0:
-		skipReason = "needs root: the local provider runs containers (namespaces, overlayfs, cgroups)"
-	default:
-		if _, err := exec.LookPath("runc"); err != nil {
-			skipReason = "needs runc: apt-get install runc"
-			break
-		}
+	if skipReason = testbin.LocalMissing(); skipReason == "" {
 		var err error
 		if agentBin, err = testbin.Berth(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -57,19 +47,17 @@ func testMain(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(stateDir)
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		cgroupParent = "berth-test-" + hex.EncodeToString(b)
 	}
 	code := m.Run()
 	if stateDir != "" {
-		if left := leftovers(); len(left) > 0 {
+		// Sweep also removes the state dir, unless a mount is left under it.
+		if left := localtest.Sweep(options(), stateDir); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "leftovers after the tests:\n  %s\n", strings.Join(left, "\n  "))
 			code = 1
-			removeAll() // never walk into a live sandbox's rootfs
 		}
-		removeCgroupParent()
 	}
 	if err := goleak.Find(goleak.IgnoreTopFunction("github.com/berth-sh/berth/internal/reap.Loop")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -108,79 +96,9 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// leftovers lists what the tests left: sandbox directories, mounts under
-// the state dir, and cgroups under the tests' cgroup parent.
-func leftovers() []string {
-	var out []string
-	ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
-	for _, e := range ents {
-		out = append(out, "sandbox dir "+e.Name())
-	}
-	out = append(out, mountsUnder(stateDir)...)
-	for _, d := range cgroupDirs(cgroupParent) {
-		kids, _ := os.ReadDir(d)
-		for _, k := range kids {
-			if k.IsDir() {
-				out = append(out, "cgroup "+filepath.Join(d, k.Name()))
-			}
-		}
-	}
-	return out
-}
-
-// mountsUnder returns the mount points in /proc/self/mountinfo under dir.
-func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return []string{"read mountinfo: " + err.Error()}
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) > 4 && (fs[4] == dir || strings.HasPrefix(fs[4], dir+"/")) {
-			out = append(out, "mount "+fs[4])
-		}
-	}
-	return out
-}
-
-// cgroupDirs finds the directories named name in the cgroup file systems.
-func cgroupDirs(name string) []string {
-	var out []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == name {
-			out = append(out, p)
-			return fs.SkipDir
-		}
-		if strings.Count(p, "/") > 10 {
-			return fs.SkipDir
-		}
-		return nil
-	})
-	return out
-}
-
-// removeAll deletes every sandbox in the state dir, live or ended.
-func removeAll() {
-	p, err := local.New(options())
-	if err != nil {
-		return
-	}
-	ctx := context.Background()
-	infos, _ := p.List(ctx, nil)
-	for _, in := range infos {
-		_ = p.Delete(ctx, in.ID)
-	}
-	_, _ = p.Reap(ctx)
-}
-
-func removeCgroupParent() {
-	for _, d := range cgroupDirs(cgroupParent) {
-		os.Remove(d)
-	}
-}
+// The package's tests look for mounts and cgroups of their own sandboxes
+// with the same walks TestMain's sweep uses.
+var (
+	mountsUnder = localtest.MountsUnder
+	cgroupDirs  = localtest.CgroupDirs
+)
