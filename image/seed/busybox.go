@@ -81,7 +81,13 @@ var busyboxFiles = []struct {
 // /etc/group with root and nobody, /tmp, and the host's bash (with its
 // loader and libraries) as /bin/bash when the host has one. bin "" means
 // FindBusybox.
-func BusyboxTar(w io.Writer, bin string) error {
+func BusyboxTar(w io.Writer, bin string) error { return busyboxTar(w, bin, true) }
+
+// BareBusyboxTar is BusyboxTar without bash: an image with no libc at all,
+// for tests that must show something runs without one.
+func BareBusyboxTar(w io.Writer, bin string) error { return busyboxTar(w, bin, false) }
+
+func busyboxTar(w io.Writer, bin string, withBash bool) error {
 	if bin == "" {
 		var err error
 		if bin, err = FindBusybox(); err != nil {
@@ -136,9 +142,11 @@ func BusyboxTar(w io.Writer, bin string) error {
 	}
 	// The host's bash and its libraries, so that /bin/bash -l -c (how the
 	// E2B SDKs run every command) works in the seeded image.
-	bash, err := bashFiles()
-	if err != nil {
-		return err
+	var bash []hostFile
+	if withBash {
+		if bash, err = bashFiles(); err != nil {
+			return err
+		}
 	}
 	var names []string
 	for _, f := range bash {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/image/seed"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/internal/testimage"
 	"github.com/berth-sh/berth/providers/local"
@@ -182,7 +183,24 @@ func TestDynamicAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := sandbox.NewProvider("local", d)
-	sb := create(t, p, sandbox.Spec{User: "nobody"})
+	// The seeded default image carries bash and its libc; this image has
+	// no libc at all, so only the host's loader can run the agent.
+	var bare bytes.Buffer
+	if err := seed.BareBusyboxTar(&bare, ""); err != nil {
+		t.Skip(err)
+	}
+	tarPath := filepath.Join(t.TempDir(), "bare.tar")
+	if err := os.WriteFile(tarPath, bare.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := image.Open(stateDir, image.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Import(testCtx(t), "test.local/bare:1", tarPath); err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, p, sandbox.Spec{Image: "test.local/bare:1", User: "nobody"})
 	if got := sh(t, sb, "ls /lib /lib64 2>&1; id -u"); !strings.HasSuffix(got, "65534") || !strings.Contains(got, "No such file") {
 		t.Errorf("the image has no /lib and commands run as nobody: %q", got)
 	}
