@@ -13,6 +13,8 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -56,8 +58,33 @@ func readResult(t *testing.T, dir string) map[string]any {
 	return m
 }
 
+// TestTrialOutcomes: tasks written as users write them give the
+// documented result in result.json, on the fake provider and on the local
+// one (real containers).
 func TestTrialOutcomes(t *testing.T) {
-	p := open(t)
+	t.Run("fake", func(t *testing.T) { trialOutcomes(t, open(t), "host") })
+	t.Run("local", func(t *testing.T) {
+		testbin.NeedLocal(t)
+		bin, err := testbin.Berth()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sandbox.NewProvider("local", d)
+		t.Cleanup(func() {
+			if ids, _ := d.Reap(context.Background()); len(ids) > 0 {
+				t.Errorf("sandboxes left: %v", ids)
+			}
+			p.Close()
+		})
+		trialOutcomes(t, p, local.DefaultImage)
+	})
+}
+
+func trialOutcomes(t *testing.T, p *sandbox.Provider, image string) {
 	tasks := t.TempDir()
 	cases := []struct {
 		name, toml, solve, test string
@@ -70,8 +97,8 @@ func TestTrialOutcomes(t *testing.T) {
 		{name: "pass", solve: harbortest.SolveWrite, test: harbortest.TestAnswer, rewards: map[string]float64{"reward": 1}, verifierRan: true},
 		{name: "fail-nop", solve: harbortest.SolveWrite, test: harbortest.TestAnswer, agent: "nop", rewards: map[string]float64{"reward": 0}, verifierRan: true},
 		{name: "reward-json", solve: harbortest.SolveWrite, test: harbortest.TestJSON, rewards: map[string]float64{"reward": 0.5, "accuracy": 0.75, "tests_passed": 3}, verifierRan: true},
-		{name: "agent-timeout", toml: harbortest.TOML("1.0", "30.0"), solve: harbortest.SolveSleep, test: harbortest.TestAnswer, exception: "AgentTimeoutError", rewards: map[string]float64{"reward": 0}, verifierRan: true},
-		{name: "verifier-timeout", toml: harbortest.TOML("30.0", "1.0"), solve: harbortest.SolveWrite, test: harbortest.TestSleep, exception: "VerifierTimeoutError"},
+		{name: "agent-timeout", toml: harbortest.TOMLImage(image, "1.0", "30.0"), solve: harbortest.SolveSleep, test: harbortest.TestAnswer, exception: "AgentTimeoutError", rewards: map[string]float64{"reward": 0}, verifierRan: true},
+		{name: "verifier-timeout", toml: harbortest.TOMLImage(image, "30.0", "1.0"), solve: harbortest.SolveWrite, test: harbortest.TestSleep, exception: "VerifierTimeoutError"},
 		{name: "missing-reward", solve: harbortest.SolveWrite, test: harbortest.TestNoReward, exception: "RewardFileNotFoundError"},
 		{name: "empty-reward", solve: harbortest.SolveWrite, test: harbortest.TestEmpty, exception: "RewardFileEmptyError"},
 		{name: "garbage-reward", solve: harbortest.SolveWrite, test: harbortest.TestGarbage, exception: "VerifierOutputParseError"},
@@ -81,9 +108,9 @@ func TestTrialOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			toml := c.toml
+			toml := strings.ReplaceAll(c.toml, `"host"`, `"`+image+`"`)
 			if toml == "" {
-				toml = harbortest.TOML("30.0", "30.0")
+				toml = harbortest.TOMLImage(image, "30.0", "30.0")
 			}
 			agentName := c.agent
 			if agentName == "" {

@@ -76,14 +76,17 @@ func Task(t testing.TB, parent, name, toml, solve, test string, extra map[string
 }
 
 // TOML is a task.toml for the fake provider with the given timeouts.
-func TOML(agentSec, verifierSec string) string {
+func TOML(agentSec, verifierSec string) string { return TOMLImage("host", agentSec, verifierSec) }
+
+// TOMLImage is a no-network task.toml on the given image.
+func TOMLImage(image, agentSec, verifierSec string) string {
 	return `schema_version = "1.1"
 [agent]
 timeout_sec = ` + agentSec + `
 [verifier]
 timeout_sec = ` + verifierSec + `
 [environment]
-docker_image = "host"
+docker_image = "` + image + `"
 allow_internet = false
 `
 }
