@@ -50,7 +50,7 @@ func secret(t *testing.T) string {
 
 // sandboxCgroupFile reads a file of the sandbox's cgroup from the host,
 // from whichever hierarchy has it (v1: pids, memory; v2: unified).
-func sandboxCgroupFile(t *testing.T, id, file string) (string, bool) {
+func sandboxCgroupFile(t testing.TB, id, file string) (string, bool) {
 	t.Helper()
 	for _, d := range cgroupDirs(id) {
 		if b, err := os.ReadFile(filepath.Join(d, file)); err == nil {
