@@ -26,7 +26,8 @@ import (
 //
 //	go test ./harbor/job -run '^$' -bench JobLocal -benchtime 1x -timeout 30m
 //
-// BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 1000 and 32.
+// BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 1000 and 32;
+// BERTH_BENCH_POOL keeps that many sandboxes started ahead (local's pool).
 func BenchmarkJobLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	trials, conc := envInt("BERTH_BENCH_TRIALS", 1000), envInt("BERTH_BENCH_CONCURRENCY", 32)
@@ -39,7 +40,11 @@ func BenchmarkJobLocal(b *testing.B) {
 		writeTrivialTask(b, filepath.Join(tasks, fmt.Sprintf("t%04d", i)))
 	}
 	state := b.TempDir()
-	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}, b.TempDir())
+	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}
+	if pool := os.Getenv("BERTH_BENCH_POOL"); pool != "" {
+		vars[registry.PoolSizeVar] = pool // sandboxes started ahead, as berth serve keeps them
+	}
+	env := registry.MapEnviron(vars, b.TempDir())
 	reg := builtin.Registry()
 	// Seed the image once, outside the timing.
 	p, err := reg.Open(context.Background(), "local", env, nil)
