@@ -684,7 +684,9 @@ func TestAttackSeeOtherSandbox(t *testing.T) {
 	// memory, the loopback port. The marker is passed in two halves, so
 	// that B's own argv and environment do not hold it.
 	scan := `find / /dev/shm /dev/mqueue -xdev -type f -size -64k -exec grep -l "$M1$M2" {} + 2>/dev/null; ` +
-		`cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep "$M1$M2"; ` +
+		// awk joins the halves itself: a grep given "$M1$M2" would carry the
+		// whole marker in its own argv, which the cat beside it may read.
+		`cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | awk 'index($0, ENVIRON["M1"] ENVIRON["M2"])'; ` +
 		`ls /dev/shm; nc -w 2 127.0.0.1 4444 </dev/null; true`
 	res, err = b.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", scan}, Env: map[string]string{"M1": mark[:10], "M2": mark[10:]}})
 	if err != nil {
