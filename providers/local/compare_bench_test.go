@@ -29,9 +29,11 @@ import (
 // --detach` of `sleep`, `runc exec`, `runc kill` + wait + `runc delete`.
 // berth's arm goes through the sandbox API (sandbox.Provider over the
 // local driver). Each loop alternates the two arms, so both see the same
-// host load. Run:
+// host load (and each other's aftermath: a runc exec's processes are still
+// being torn down when berth's exec starts, so berth's exec is faster alone,
+// BenchmarkExecRoundTrip). The BENCHMARKS.md table comes from one run:
 //
-//	go test ./providers/local -run '^$' -bench 'VsRunc|IdleSandboxes' -benchtime 200x -timeout 30m
+//	go test ./providers/local -run '^$' -bench 'VsRunc|IdleSandboxes|CreateToFirstExec$|CreateToFirstExecPool$|ExecRoundTrip|^BenchmarkTeardown' -benchtime 200x -timeout 30m
 
 // runcBaseline makes plain runc containers of the default image's layers.
 type runcBaseline struct {
