@@ -42,10 +42,15 @@
 // # Resources
 //
 // Spec.Resources are hard limits: cpus as a CFS quota, memory (no swap),
-// and a pids limit (Options.Pids, default 1024). StorageMB is not enforced:
-// the upper layer lives on the state directory's file system. GPUs are
-// not supported. Network none is a fresh network namespace with loopback
-// only; public adds slirp4netns with the host's loopback refused.
+// and a pids limit (Options.Pids, default 1024). The agent's threads count
+// against the pids limit (about 30): it starts them before it serves, so
+// that commands holding every other pid leave it able to answer (see
+// agentinit's threads.go). StorageMB is not enforced: the upper layer
+// lives on the state directory's file system. GPUs are not supported.
+// Network none is a fresh network namespace with loopback only; public
+// adds slirp4netns with the host's loopback refused. Services the host
+// offers on its other addresses are reachable from a public sandbox, as
+// from any machine on the host's network.
 //
 // # Building images
 //
