@@ -545,8 +545,8 @@ func TestAttackMemoryHog(t *testing.T) {
 		t.Errorf("the agent after the OOM kill: %q", got)
 	}
 	// The host lost nothing near the hog's appetite (it would have taken
-	// all of it without the limit).
-	if after := memAvailable(t); before-after > 4*limitMB<<20 {
+	// all of it without the limit); other tests may allocate meanwhile.
+	if after := memAvailable(t); before-after > 1<<30 {
 		t.Errorf("host MemAvailable fell by %d MiB during the hog", (before-after)>>20)
 	}
 }
@@ -590,7 +590,7 @@ func TestAttackPrivilegedCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	sbName := sh(t, sb, "hostname")
-	os.WriteFile(filepath.Join(t.TempDir(), "x"), nil, 0o644)
+	panicBefore := sh(t, sb, "cat /proc/sys/kernel/panic")
 	for _, attack := range []string{
 		"mount -t tmpfs none /mnt",
 		"mount --bind / /mnt",
@@ -638,8 +638,14 @@ func TestAttackPrivilegedCalls(t *testing.T) {
 	if got, _ := os.Hostname(); got != hostName {
 		t.Fatalf("the host's hostname changed to %q", got)
 	}
-	if got := sh(t, sb, "cat /proc/sys/kernel/panic; ls /tmp/sda /tmp/mem 2>&1 || true; ip link show lo | grep -c UP"); strings.Contains(got, "1\n") && !strings.HasSuffix(got, "1") {
-		t.Errorf("state after the attacks: %q", got)
+	if got := sh(t, sb, "cat /proc/sys/kernel/panic"); got != panicBefore {
+		t.Errorf("kernel.panic changed from %s to %s", panicBefore, got)
+	}
+	if got := sh(t, sb, "ls /tmp/sda /tmp/mem 2>/dev/null || true"); got != "" {
+		t.Errorf("device nodes were made: %q", got)
+	}
+	if got := sh(t, sb, "ip link show lo"); !strings.Contains(got, "UP") {
+		t.Errorf("lo was taken down: %q", got)
 	}
 	if got := sh(t, sb, "date +%Y"); got == "2001" {
 		t.Errorf("the sandbox's clock was set back")
@@ -672,8 +678,14 @@ func TestAttackSeeOtherSandbox(t *testing.T) {
 		t.Fatalf("start A's processes: %v %s", err, res.Stderr)
 	}
 	// Controls: A sees them and its listener answers A.
-	if got := sh(t, a, "grep -l "+mark+" /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | wc -l"); got == "0" {
-		t.Fatal("control: A's own processes do not show the secret, so this test proves nothing")
+	// (awk joins the marker's halves itself: a grep for the marker would
+	// find its own argv.)
+	procScan := `for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do tr '\0' '\n' < $f 2>/dev/null | awk -v f=$f 'index($0, ENVIRON["M1"] ENVIRON["M2"]) { print f; exit }'; done`
+	halves := map[string]string{"M1": mark[:10], "M2": mark[10:]}
+	res, err = a.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", procScan}, Env: halves})
+	if err != nil || strings.Count(string(res.Stdout), "/proc/") < 3 {
+		// nc's argv and environment, sleep's environment.
+		t.Fatalf("control: A's own processes show the secret in %q (%v), want at least 3 files, so this test proves nothing", res.Stdout, err)
 	}
 	if got := sh(t, a, "for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 1 127.0.0.1 4444 </dev/null && break; sleep 0.2; done"); got != mark {
 		t.Fatalf("control: A's listener answered A with %q", got)
@@ -688,7 +700,7 @@ func TestAttackSeeOtherSandbox(t *testing.T) {
 		// whole marker in its own argv, which the cat beside it may read.
 		`cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | awk 'index($0, ENVIRON["M1"] ENVIRON["M2"])'; ` +
 		`ls /dev/shm; nc -w 2 127.0.0.1 4444 </dev/null; true`
-	res, err = b.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", scan}, Env: map[string]string{"M1": mark[:10], "M2": mark[10:]}})
+	res, err = b.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", scan}, Env: halves})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +708,7 @@ func TestAttackSeeOtherSandbox(t *testing.T) {
 		t.Errorf("B finds A's secret:\n%s", out)
 	}
 	// The control for the scan: run in A, it finds the files.
-	res, err = a.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", scan}, Env: map[string]string{"M1": mark[:10], "M2": mark[10:]}})
+	res, err = a.Run(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", scan}, Env: halves})
 	if err != nil || strings.Count(string(res.Stdout), "secret-file") < 7 {
 		t.Errorf("control: the scan in A finds %q (%v), want its 7 secret files", res.Stdout, err)
 	}
