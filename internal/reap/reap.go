@@ -42,6 +42,12 @@ import (
 // pidfd was still held (then released without a wait).
 const reapInterval = 10 * time.Second
 
+// reapDelay is how long Loop waits after a SIGCHLD before it looks: every
+// exec of a busy agent ends with a SIGCHLD, and a scan at each one ran
+// beside the exec's own completion on the same cores (an orphan waiting a
+// few ms more to be reaped costs nothing). Signals in the window coalesce.
+const reapDelay = 20 * time.Millisecond
+
 // PidfdsWork reports whether this kernel (and seccomp filter) lets us open a
 // pidfd, as Go's os package needs for the scheme above.
 func PidfdsWork() bool {
@@ -53,7 +59,7 @@ func PidfdsWork() bool {
 	return true
 }
 
-// Loop reaps unowned zombie children on every SIGCHLD (and every
+// Loop reaps unowned zombie children reapDelay after a SIGCHLD (and every
 // reapInterval) until ctx ends. It returns at once, reaping nothing, if
 // pidfds do not work here.
 func Loop(ctx context.Context) {
@@ -65,21 +71,42 @@ func Loop(ctx context.Context) {
 	defer signal.Stop(ch)
 	t := time.NewTicker(reapInterval)
 	defer t.Stop()
-	Orphans()
+	delay := time.NewTimer(reapDelay)
+	armed := true // the first look, at start
 	for {
 		select {
 		case <-ctx.Done():
+			delay.Stop()
 			return
 		case <-ch:
+			if !armed {
+				delay.Reset(reapDelay)
+				armed = true
+			}
+			continue
+		case <-delay.C:
+			armed = false
 		case <-t.C:
 		}
 		Orphans()
 	}
 }
 
+// anyZombie peeks, without reaping, whether some child has exited and not
+// been waited for. Most SIGCHLDs are os/exec children whose owners have
+// already waited by the time Loop looks: then there is nothing to scan.
+func anyZombie() bool {
+	var info unix.Siginfo // zeroed: Signo stays 0 when no child is waitable
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == int32(unix.SIGCHLD)
+}
+
 // Orphans reaps every zombie child that no pidfd of ours refers to, once,
 // and returns their pids.
 func Orphans() []int {
+	if !anyZombie() {
+		return nil
+	}
 	zombies := zombieChildren(os.Getpid())
 	if len(zombies) == 0 {
 		return nil

@@ -1,6 +1,7 @@
 package reap
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,4 +126,50 @@ func TestChildrenOfEveryThread(t *testing.T) {
 			t.Errorf("child %d: in childrenOf %v, in the /proc scan %v", c.Process.Pid, slices.Contains(got, c.Process.Pid), slices.Contains(all, c.Process.Pid))
 		}
 	}
+}
+
+func TestAnyZombiePeeksWithoutReaping(t *testing.T) {
+	if anyZombie() {
+		t.Skip("this test process already has a zombie child")
+	}
+	cmd := exec.Command("sh", "-c", "exit 3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitZombie(t, cmd.Process.Pid)
+	if !anyZombie() {
+		t.Fatal("anyZombie = false with a zombie child")
+	}
+	// The peek left the status for its owner.
+	if err := cmd.Wait(); err == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("cmd.Wait = %v, want exit status 3", err)
+	}
+	if anyZombie() {
+		t.Fatal("anyZombie = true after the only zombie was waited for")
+	}
+}
+
+func TestLoopReapsOrphanAfterSIGCHLD(t *testing.T) {
+	if !PidfdsWork() {
+		t.Skip("pidfds unavailable on this kernel")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); Loop(ctx) }()
+	defer func() { cancel(); <-done }()
+	out, err := exec.Command("sh", "-c", "sleep 0.05 & echo $!").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Well before reapInterval: the SIGCHLD of the orphan's exit drives it.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
+			return
+		}
+	}
+	t.Fatalf("orphan %d not reaped within 2s of its exit", pid)
 }
