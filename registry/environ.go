@@ -43,8 +43,9 @@ func (e Environ) With(vars map[string]string) Environ {
 
 // PoolSizeVar asks a provider that can keep sandboxes started ahead of
 // Create (the local provider) to keep this many ready. Long-running
-// launchers (berth serve) set it; one-shot commands leave it unset, since
-// a pool they never use is wasted work.
+// launchers set it (berth serve; berth run when its trials share one
+// image); one-shot commands leave it unset, since a pool they never use is
+// wasted work.
 const PoolSizeVar = "BERTH_POOL_SIZE"
 
 // Get returns the variable's value, "" when unset.

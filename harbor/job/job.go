@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -149,7 +150,11 @@ func (j *Job) run(ctx context.Context) (*Result, *Summary, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	prov, err := j.opts.Registry.Open(ctx, j.cfg.Backend, j.opts.Env, j.log)
+	env := j.opts.Env
+	if n := poolSize(selected, j.cfg.NAttempts); n > 0 && !env.Set(registry.PoolSizeVar) {
+		env = env.With(map[string]string{registry.PoolSizeVar: strconv.Itoa(n)})
+	}
+	prov, err := j.opts.Registry.Open(ctx, j.cfg.Backend, env, j.log)
 	if err != nil {
 		return nil, nil, err
 	}

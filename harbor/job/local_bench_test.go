@@ -27,7 +27,8 @@ import (
 //	go test ./harbor/job -run '^$' -bench JobLocal -benchtime 1x -timeout 30m
 //
 // BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 1000 and 32;
-// BERTH_BENCH_POOL keeps that many sandboxes started ahead (local's pool).
+// BERTH_BENCH_POOL sets BERTH_POOL_SIZE (sandboxes local keeps started
+// ahead); unset, the job's own default applies (2: all trials share an image).
 func BenchmarkJobLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	trials, conc := envInt("BERTH_BENCH_TRIALS", 1000), envInt("BERTH_BENCH_CONCURRENCY", 32)
@@ -42,7 +43,7 @@ func BenchmarkJobLocal(b *testing.B) {
 	state := b.TempDir()
 	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}
 	if pool := os.Getenv("BERTH_BENCH_POOL"); pool != "" {
-		vars[registry.PoolSizeVar] = pool // sandboxes started ahead, as berth serve keeps them
+		vars[registry.PoolSizeVar] = pool // 0: every create cold
 	}
 	env := registry.MapEnviron(vars, b.TempDir())
 	reg := builtin.Registry()
