@@ -31,7 +31,9 @@
 //     runtime's init inherits its stdio, and pipes would keep it attached);
 //   - for Network public, slirp4netns attached to the container's network
 //     namespace with host loopback disabled, living exactly as long as the
-//     container (its exit fd is a pipe whose only writer is inside it).
+//     container (its exit fd is a pipe whose only writer is inside it),
+//     after an nftables filter in that namespace that refuses the host's
+//     own addresses and link-local ones (see egress.go).
 //
 // Delete is the reverse: SIGKILL through a pidfd (killing a pid namespace's
 // init kills the namespace), a wait on the pidfd, `runtime delete` (never -f:

@@ -37,11 +37,15 @@ type slirp struct {
 	done chan error
 }
 
-// startSlirp attaches slirp4netns to the network namespace of pid. exitR is
-// the read end of a pipe whose write end only the container holds: when the
-// container is gone, the pipe closes and slirp4netns exits by itself, even if
-// this process died long before.
+// startSlirp attaches slirp4netns to the network namespace of pid, once
+// the egress filter is in it (see egress.go). exitR is the read end of a
+// pipe whose write end only the container holds: when the container is
+// gone, the pipe closes and slirp4netns exits by itself, even if this
+// process died long before.
 func startSlirp(ctx context.Context, bin string, pid int, exitR *os.File, log *os.File) (*slirp, error) {
+	if err := filterEgress(pid); err != nil {
+		return nil, err
+	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("slirp4netns: %w", err)

@@ -48,9 +48,18 @@
 // agentinit's threads.go). StorageMB is not enforced: the upper layer
 // lives on the state directory's file system. GPUs are not supported.
 // Network none is a fresh network namespace with loopback only; public
-// adds slirp4netns with the host's loopback refused. Services the host
-// offers on its other addresses are reachable from a public sandbox, as
-// from any machine on the host's network.
+// adds slirp4netns, which connects from the host on the sandbox's behalf.
+// So that the sandbox cannot reach the host, an nftables filter in the
+// sandbox's own namespace (package container, egress.go; the sandbox
+// lacks CAP_NET_ADMIN to remove it) refuses every address on the host's
+// interfaces (IPv4 and IPv6), link-local 169.254.0.0/16 and fe80::/10
+// (metadata services), multicast, broadcast and slirp's host-facing
+// addresses, all but its DNS forwarder (10.0.2.3, port 53); slirp4netns
+// refuses the host's loopback itself. Known limit: the host's addresses
+// are read when the sandbox's container starts (for a pooled sandbox,
+// when the pool started it), so an address the host gains later is
+// reachable from sandboxes made before. Other machines on the host's
+// network are reachable, as from the host.
 //
 // # Building images
 //
