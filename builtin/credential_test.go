@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -360,6 +361,7 @@ func TestOpenLogs(t *testing.T) {
 // and in whatever order.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testbin.Cleanup()
 	for _, o := range printed.outs {
 		for _, s := range allSecrets {
 			if strings.Contains(o, s) {

@@ -42,10 +42,9 @@ func (e Environ) With(vars map[string]string) Environ {
 }
 
 // PoolSizeVar asks a provider that can keep sandboxes started ahead of
-// Create (the local provider) to keep this many ready. Long-running
-// launchers set it (berth serve; berth run when its trials share one
-// image); one-shot commands leave it unset, since a pool they never use is
-// wasted work.
+// Create (the local provider) to keep this many ready. The local entry
+// defaults it to 2; berth's one-shot commands set it to 0, since
+// a pool they never use is wasted work, and berth serve to its --pool.
 const PoolSizeVar = "BERTH_POOL_SIZE"
 
 // Get returns the variable's value, "" when unset.

@@ -109,7 +109,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
 	if err != nil {
 		return nil, &UsageError{err}
 	}
-	prov, err := o.Registry.Open(ctx, entry.Name, o.Env, log)
+	// One sandbox: none started ahead (a pool would only be started and removed).
+	prov, err := o.Registry.Open(ctx, entry.Name, o.Env.With(map[string]string{registry.PoolSizeVar: "0"}), log)
 	if err != nil {
 		return nil, &UsageError{err}
 	}

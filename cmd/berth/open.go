@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -28,9 +29,11 @@ func (a *app) backendName(flag string) string {
 }
 
 // open resolves the provider's credential the way a worker does and opens
-// it. An unknown backend or a missing credential is a usage error (exit 2).
+// it for a one-shot command: no sandboxes started ahead, which the command
+// would only start and remove. An unknown backend or a missing credential
+// is a usage error (exit 2).
 func (a *app) open(ctx context.Context, backend string) (*sandbox.Provider, error) {
-	return a.openWith(ctx, backend, nil)
+	return a.openWith(ctx, backend, map[string]string{registry.PoolSizeVar: "0"})
 }
 
 // openWith is open with launcher knobs (registry.PoolSizeVar) set on top

@@ -40,10 +40,9 @@ provider's limits from the registry (--max-creates-in-flight overrides).
 Infrastructure errors (unavailable, throttled) are retried up to
 --max-retries times with backoff; agent and verifier timeouts never are.
 
-When every trial starts from one image, the job asks the provider to keep
-2 sandboxes started ahead (BERTH_POOL_SIZE; the local provider honours it),
-so that a trial's sandbox is ready in milliseconds; BERTH_POOL_SIZE=0 turns
-that off. Jobs of mixed images create each sandbox when its trial starts.
+On the local provider, trials that start from one image find their sandbox
+started ahead: it keeps 2 ready for an image once two trials asked for it
+(BERTH_POOL_SIZE, 0 turns it off), so a trial waits milliseconds for it.
 
 Ctrl-C stops starting trials, tears down every sandbox, marks the rest
 cancelled and writes result.json; a second Ctrl-C does not skip teardown.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -150,11 +149,7 @@ func (j *Job) run(ctx context.Context) (*Result, *Summary, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	env := j.opts.Env
-	if n := poolSize(selected, j.cfg.NAttempts); n > 0 && !env.Set(registry.PoolSizeVar) {
-		env = env.With(map[string]string{registry.PoolSizeVar: strconv.Itoa(n)})
-	}
-	prov, err := j.opts.Registry.Open(ctx, j.cfg.Backend, env, j.log)
+	prov, err := j.opts.Registry.Open(ctx, j.cfg.Backend, j.opts.Env, j.log)
 	if err != nil {
 		return nil, nil, err
 	}

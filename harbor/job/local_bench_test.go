@@ -28,7 +28,7 @@ import (
 //
 // BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 1000 and 32;
 // BERTH_BENCH_POOL sets BERTH_POOL_SIZE (sandboxes local keeps started
-// ahead); unset, the job's own default applies (2: all trials share an image).
+// ahead); unset, the local entry's default applies (2).
 func BenchmarkJobLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	trials, conc := envInt("BERTH_BENCH_TRIALS", 1000), envInt("BERTH_BENCH_CONCURRENCY", 32)

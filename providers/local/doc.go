@@ -74,10 +74,13 @@
 // # Pool
 //
 // Options.Pool keeps sandboxes started ahead of Create, per (image,
-// network) pair for the Pool.Keys pairs most recently created from. Off by
-// default: each ready sandbox is an idle agent (~5 MiB charged to its
-// cgroup), and a one-shot process (the CLI) would start sandboxes it never
-// uses. A ready sandbox is a running container whose agent has started
+// network) pair for the Pool.Keys pairs most recently created from, once
+// two Creates have asked for the pair (so that Creates from ever new
+// images start none for nothing). Off in the zero Options: each ready
+// sandbox is an idle agent (~5 MiB charged to its cgroup), and a one-shot
+// process would start sandboxes it never uses. The registry's local entry
+// turns it on (2 per key, BERTH_POOL_SIZE) for every launcher but berth's
+// one-shot commands. A ready sandbox is a running container whose agent has started
 // (runtime and package inits done) and blocks reading its config pipe,
 // whose write end only the pool's process holds. Create takes one when its
 // image and network match, writes the Spec's limits into its cgroups,

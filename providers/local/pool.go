@@ -31,6 +31,11 @@ type Pool struct {
 	Keys int
 }
 
+// fillAfter is how many Creates must have asked for a key before the pool
+// keeps sandboxes ready for it: a stream of Creates from ever new images
+// (a job of mixed tasks) then starts none that would be thrown away.
+const fillAfter = 2
+
 // Bounds of Pool: each ready sandbox is an idle agent (~5 MiB charged).
 const (
 	maxPoolSize = 64
@@ -88,6 +93,7 @@ type bucket struct {
 	img    image.Image
 	ready  []*member
 	used   time.Time // the last Create asking for this key
+	asks   int       // Creates that asked for this key; filled from fillAfter
 	failed bool      // the last fill failed: wait for the next Create
 }
 
@@ -141,6 +147,7 @@ func (q *pool) take(key poolKey, img image.Image) *member {
 		q.keys[key] = b
 	}
 	b.img, b.used, b.failed = img, time.Now(), false
+	b.asks++
 	q.evict()
 	if !q.started {
 		q.started = true
@@ -230,7 +237,7 @@ func (q *pool) short() (poolKey, *bucket) {
 	var key poolKey
 	var best *bucket
 	for k, b := range q.keys {
-		if b.failed || len(b.ready) >= q.conf.Size {
+		if !b.wanted() || len(b.ready) >= q.conf.Size {
 			continue
 		}
 		if best == nil || b.used.After(best.used) {
@@ -246,12 +253,15 @@ func (q *pool) full() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, b := range q.keys {
-		if !b.failed && len(b.ready) < q.conf.Size {
+		if b.wanted() && len(b.ready) < q.conf.Size {
 			return false
 		}
 	}
 	return true
 }
+
+// wanted reports whether the filler should keep b at conf.Size.
+func (b *bucket) wanted() bool { return !b.failed && b.asks >= fillAfter }
 
 // close stops the filler and removes every ready member. It is
 // idempotent; sandboxes already handed out are not touched.

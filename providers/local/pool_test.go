@@ -40,20 +40,22 @@ func openPooled(t testing.TB, pool local.Pool) *local.Provider {
 	return p
 }
 
-// warm creates and deletes one sandbox of spec, so that the pool learns
-// its key, and returns the ready sandboxes' IDs once the pool is full.
+// warm creates and deletes two sandboxes of spec, so that the pool keeps
+// its key filled, and returns the ready sandboxes' IDs once the pool is full.
 func warm(t testing.TB, p *local.Provider, spec sandbox.Spec) []string {
 	t.Helper()
 	ctx := testCtx(t)
 	sp := sandbox.NewProvider("local", p)
-	sb, err := sp.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
+	for range 2 { // the pool fills a key from its second Create on
+		sb, err := sp.Create(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sb.Close()
 	}
-	if err := sb.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sb.Close()
 	ids, err := local.PoolReady(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +222,40 @@ func TestPoolEvictsOldKey(t *testing.T) {
 	assertNoLeftovers(t, old[0])
 }
 
+// A key asked for once gets no ready sandbox (Creates from ever new images
+// start none for nothing); asked for twice, it does.
+func TestPoolFillsFromSecondAsk(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 1})
+	sp := sandbox.NewProvider("local", p)
+	ctx := testCtx(t)
+	ready := func() []string {
+		ids, err := local.PoolReady(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	for ask := 1; ask <= 2; ask++ {
+		sb, err := sp.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sb.Close()
+		if ask == 1 {
+			time.Sleep(300 * time.Millisecond) // time enough to start one (~40 ms)
+		}
+		if ids, want := ready(), ask-1; len(ids) != want {
+			t.Fatalf("after %d creates: %d ready sandboxes (%v), want %d", ask, len(ids), ids, want)
+		}
+	}
+	if local.PoolHanded(p) != 0 {
+		t.Fatalf("%d creates took a ready sandbox, want 0", local.PoolHanded(p))
+	}
+}
+
 // Bad pool options are refused by New.
 func TestPoolRefusals(t *testing.T) {
 	needRoot(t)
@@ -277,9 +313,11 @@ func poolHelperMain() int {
 	}
 	ctx := context.Background()
 	p := sandbox.NewProvider("local", d)
-	sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
-	if err == nil {
-		err = sb.Delete(ctx)
+	for i := 0; i < 2 && err == nil; i++ { // the pool fills from the second ask
+		var sb *sandbox.Sandbox
+		if sb, err = p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}); err == nil {
+			err = sb.Delete(ctx)
+		}
 	}
 	var ids []string
 	if err == nil {
