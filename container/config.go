@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -86,12 +87,13 @@ const (
 	NetworkPublic Network = "public"
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+// Compiled on first use, not at every berth process's start (the agent's too).
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`) })
 
 // validate checks c before anything is created, so that bad input leaves
 // nothing behind.
 func (c *Config) validate() error {
-	if !idPattern.MatchString(c.ID) {
+	if !idPattern().MatchString(c.ID) {
 		return types.Errorf(types.InvalidArgument, "container id %q: want 1-64 of [A-Za-z0-9_.-], not starting with . or -", c.ID)
 	}
 	if len(c.LowerDirs) == 0 {

@@ -52,7 +52,7 @@ func (r Runtime) Load(ctx context.Context, dir string) (*Container, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("load container from %s: %w", dir, err)
 	}
-	if !idPattern.MatchString(st.ID) || st.Pid <= 0 {
+	if !idPattern().MatchString(st.ID) || st.Pid <= 0 {
 		return nil, fmt.Errorf("load container from %s: bad state", dir)
 	}
 	bin := st.Binary

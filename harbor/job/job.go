@@ -97,10 +97,11 @@ func Resume(ctx context.Context, dir string, opts Options) (*Result, *Summary, e
 	return j.run(ctx)
 }
 
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// Compiled on first use, not at every berth process's start (the agent's too).
+var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`) })
 
 func checkName(n string) error {
-	if !safeName.MatchString(n) {
+	if !safeName().MatchString(n) {
 		return sandbox.Errorf(sandbox.InvalidArgument, "job name %q: use letters, digits, '.', '_' and '-' (at most 128)", n)
 	}
 	return nil

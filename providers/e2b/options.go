@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/types"
@@ -58,7 +59,11 @@ type Options struct {
 }
 
 // hostRE is a host name with an optional port: what a domain may be.
-var hostRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$`)
+// Compiled on first use: every berth process (a sandbox's agent too) links
+// this package, and compiling at init cost each one's start.
+var hostRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$`)
+})
 
 // fill validates o and applies the defaults. URLs are not quoted in errors:
 // one may carry credentials.
@@ -72,7 +77,7 @@ func (o *Options) fill() error {
 	if o.Domain == "" {
 		o.Domain = DefaultDomain
 	}
-	if !hostRE.MatchString(o.Domain) {
+	if !hostRE().MatchString(o.Domain) {
 		return types.Errorf(types.InvalidArgument, "E2B_DOMAIN %q is not a host name", o.Domain)
 	}
 	if o.APIURL == "" {

@@ -43,7 +43,7 @@ const cleanupTimeout = 30 * time.Second
 
 // idRE is what a sandbox id may look like: it becomes a path segment and,
 // without E2B_SANDBOX_URL, a DNS label.
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+var idRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`) })
 
 // Provider is the E2B driver.
 type Provider struct {
@@ -252,7 +252,7 @@ func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, e
 		if sb.Domain != nil && *sb.Domain != "" {
 			domain = *sb.Domain
 		}
-		if !hostRE.MatchString(domain) {
+		if !hostRE().MatchString(domain) {
 			return nil, types.Errorf(types.Unavailable, "e2b: the server answered a domain that is not a host name")
 		}
 		base = "https://" + envdPort + "-" + sb.SandboxID + "." + domain
@@ -286,7 +286,7 @@ func (p *Provider) startKeepalive(h *sandboxHandle, ttl time.Duration) {
 }
 
 func checkID(id string) error {
-	if !idRE.MatchString(id) {
+	if !idRE().MatchString(id) {
 		if len(id) > 130 {
 			id = id[:130] + "..."
 		}
