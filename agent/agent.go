@@ -44,7 +44,8 @@ var ErrDeadline = errors.New("agent deadline reached")
 const shutdownGrace = 2 * time.Second
 
 // Run serves o.Handler until ctx is done (nil), SIGTERM or SIGINT arrives
-// (nil), the deadline passes (ErrDeadline) or serving fails.
+// (nil; not as PID 1, which no signal but SIGKILL ends), the deadline
+// passes (ErrDeadline) or serving fails.
 func Run(ctx context.Context, o Options) error {
 	if o.Handler == nil {
 		return errors.New("agent: no handler")
@@ -75,11 +76,18 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 
-	// Catch the stop signals before serving: once the socket answers, a
-	// SIGTERM is a clean stop, never the default death.
+	// Catch the signals before serving. As PID 1 none of them stops the
+	// agent: the sandbox's own processes can send them (see
+	// dropFatalSignals); the host ends a sandbox with SIGKILL or the
+	// deadline. Elsewhere, once the socket answers, SIGTERM or SIGINT is a
+	// clean stop, never the default death.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	defer signal.Stop(sigs)
+	if os.Getpid() == 1 {
+		defer dropFatalSignals()()
+	} else {
+		signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+		defer signal.Stop(sigs)
+	}
 
 	dl := newDeadline(o.Deadline)
 	defer dl.stop()

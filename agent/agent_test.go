@@ -21,9 +21,20 @@ import (
 // instead of the tests (see TestSIGTERMStopsRun).
 const helperEnv = "BERTH_AGENT_TEST_SOCKET"
 
+// helperDeadlineEnv gives that agent a deadline (RFC 3339); it then exits
+// 4 when the deadline ends it.
+const helperDeadlineEnv = "BERTH_AGENT_TEST_DEADLINE"
+
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperEnv); sock != "" {
-		err := Run(context.Background(), Options{Socket: sock, Handler: http.NotFoundHandler()})
+		var dl time.Time
+		if s := os.Getenv(helperDeadlineEnv); s != "" {
+			dl, _ = time.Parse(time.RFC3339Nano, s)
+		}
+		err := Run(context.Background(), Options{Socket: sock, Handler: http.NotFoundHandler(), Deadline: dl})
+		if errors.Is(err, ErrDeadline) {
+			os.Exit(4)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agent:", err)
 			os.Exit(3)

@@ -14,7 +14,10 @@
 //   - exits at a deadline, so that a sandbox whose creator died still ends at
 //     its TTL (PID 1 exiting kills every process of the pid namespace); the
 //     deadline can be moved over the socket;
-//   - stops on SIGTERM or SIGINT, letting requests in flight finish briefly.
+//   - stops on SIGTERM or SIGINT, letting requests in flight finish briefly;
+//     except as PID 1, where every signal that would end it is caught and
+//     dropped, since the sandbox's own processes can send them to pid 1
+//     (signals.go). Only SIGKILL from the host, the deadline or ctx end it.
 //
 // It uses no cgo: the berth binary is built with CGO_ENABLED=0 so that it
 // runs in any image, busybox included.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -182,6 +183,7 @@ func (p *hostProcess) pump(f *os.File, w io.Writer) {
 // Wait collects the exit status and lets the output drain.
 func (p *hostProcess) Wait() *envdproto.EndEvent {
 	var ws syscall.WaitStatus
+	awaitExit(p.pid)
 	st, waitErr := p.cmd.Process.Wait()
 	if waitErr == nil {
 		ws, _ = st.Sys().(syscall.WaitStatus)
@@ -344,4 +346,35 @@ func executable(p string) error {
 		return fmt.Errorf("%s is not executable: %w", p, fs.ErrPermission)
 	}
 	return nil
+}
+
+// awaitExit returns once process pid has exited, waiting in the netpoller
+// on a pidfd of its own: os.Process.Wait blocks an OS thread in waitid(2)
+// for the whole life of the process, and a runtime that has to make a
+// thread per running command fails when the pids limit is reached (see
+// ServerOptions.Blocking). Without pidfds it returns at once and Wait
+// blocks as before. The process is not reaped here.
+func awaitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// A pidfd reads ready once its process has exited; Read parks until
+	// then, or fails at once when the fd is not in the netpoller.
+	_ = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(pfd, 0)
+			if err != unix.EINTR {
+				// An error gives up: Wait then blocks as before.
+				return err != nil || n > 0
+			}
+		}
+	})
 }

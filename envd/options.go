@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Options configure New: what the protocol enforces whatever the backend.
@@ -71,6 +73,13 @@ type ServerOptions struct {
 	// ExitGrace is how long output is still read after a process exits while
 	// a leftover child keeps its stdout or stderr open; 0 means 100 ms.
 	ExitGrace time.Duration
+	// Blocking, when set, bounds the calls that block an OS thread (file
+	// system calls, process starts): each holds one unit of it while in
+	// them, and none while waiting on the network. The agent sizes it
+	// below its idle threads, so that the Go runtime never needs a new
+	// thread for them in a sandbox whose pids are all taken. nil is no
+	// bound.
+	Blocking *semaphore.Weighted
 }
 
 func (o *ServerOptions) fill() error {

@@ -42,7 +42,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	return New(newHost(opts), Options{
+	var b Backend = newHost(opts)
+	if opts.Blocking != nil {
+		b = gated{b: b, sem: opts.Blocking}
+	}
+	return New(b, Options{
 		AccessToken:     opts.AccessToken,
 		MaxMessageBytes: opts.MaxMessageBytes,
 		MaxUploadBytes:  opts.MaxUploadBytes,

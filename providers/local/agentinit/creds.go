@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/user"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -74,10 +75,15 @@ func (a *accounts) lookup(name string) (*account, error) {
 // The credentials are set on one OS thread only: setfsuid, setfsgid and the
 // raw setgroups system call act on the calling thread (unlike syscall.Setuid
 // and syscall.Setgroups, which Go applies to every thread). fn runs on a
-// goroutine locked to that thread and never unlocked, so the runtime ends
-// the thread with the goroutine and no other goroutine ever runs on it.
-// A changed fsuid also drops the file capabilities (CAP_DAC_OVERRIDE,
-// CAP_CHOWN, CAP_FOWNER, ...) of that thread, as for a real user.
+// goroutine locked to that thread; no other goroutine runs there until the
+// thread has the agent's own credentials back, checked (ids, groups,
+// effective capabilities: a changed fsuid drops the file capabilities,
+// CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_FOWNER..., as for a real user, and
+// setting it back restores them). Only then is the thread unlocked and
+// kept: a thread the runtime ends is one it must make again later, which
+// fails while a fork bomb holds every pid (threads.go). When the check
+// fails the goroutine ends locked and the runtime ends the thread with it.
+// asUser returns after the check.
 func asUser(a *account, fn func() error) error {
 	if a == nil {
 		return fn()
@@ -85,19 +91,69 @@ func asUser(a *account, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		defer func() {
-			// The agent is PID 1: a panic here must not end the sandbox.
-			if v := recover(); v != nil {
-				done <- fmt.Errorf("agent: tree transfer as %s panicked: %v", a.name, v)
-			}
-		}()
-		if err := setThreadCreds(a); err != nil {
+		own, err := currentCreds()
+		if err != nil {
+			runtime.UnlockOSThread() // nothing changed yet
 			done <- err
 			return
 		}
-		done <- fn()
+		var result error
+		defer func() {
+			// The agent is PID 1: a panic here must not end the sandbox.
+			if v := recover(); v != nil {
+				result = fmt.Errorf("agent: tree transfer as %s panicked: %v", a.name, v)
+			}
+			if restoreThreadCreds(own) {
+				runtime.UnlockOSThread()
+			}
+			done <- result
+		}()
+		if result = setThreadCreds(a); result == nil {
+			result = fn()
+		}
 	}()
 	return <-done
+}
+
+// creds are a thread's file system ids, groups and effective capabilities.
+type creds struct {
+	fsuid, fsgid int
+	groups       []int
+	capEff       [2]uint32
+}
+
+// currentCreds reads the calling (locked) thread's creds.
+func currentCreds() (creds, error) {
+	var c creds
+	groups, err := unix.Getgroups()
+	if err != nil {
+		return c, fmt.Errorf("agent: getgroups: %w", err)
+	}
+	c.groups = groups
+	// An invalid id (-1) changes nothing and returns the current one.
+	c.fsuid, _ = unix.SetfsuidRetUid(-1)
+	c.fsgid, _ = unix.SetfsgidRetGid(-1)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3} // Pid 0: this thread
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return c, fmt.Errorf("agent: capget: %w", err)
+	}
+	c.capEff = [2]uint32{data[0].Effective, data[1].Effective}
+	return c, nil
+}
+
+// restoreThreadCreds gives the calling (locked) thread own back and
+// reports whether it has them exactly.
+func restoreThreadCreds(own creds) bool {
+	// fsuid first: setting it back to 0 brings the file capabilities back.
+	_ = unix.Setfsuid(own.fsuid)
+	_ = unix.Setfsgid(own.fsgid)
+	if err := unix.Setgroups(own.groups); err != nil {
+		return false
+	}
+	now, err := currentCreds()
+	return err == nil && now.fsuid == own.fsuid && now.fsgid == own.fsgid &&
+		slices.Equal(now.groups, own.groups) && now.capEff == own.capEff
 }
 
 // setThreadCreds gives the calling (locked) thread a's groups and file

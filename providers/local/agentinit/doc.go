@@ -16,6 +16,12 @@
 // file system ids on a thread of their own (creds.go); TreeClient is the
 // provider's side of that route.
 //
+// The agent's threads count against the sandbox's pids limit, and the Go
+// runtime aborts when it cannot make one it needs, so Main makes its
+// threads at start and bounds what can hold one at once (threads.go):
+// GOMAXPROCS, envd's file calls (envd.ServerOptions.Blocking) and the
+// tree transfers. A fork bomb that takes every pid cannot crash it.
+//
 // Importers: providers/local (Config, WriteConfig, TreeClient) and
 // cmd/berth (the agent verb). Nothing else.
 package agentinit

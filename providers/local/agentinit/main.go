@@ -22,8 +22,9 @@ type Options struct {
 }
 
 // Main is the agent: it reads its Config, serves envd and TreePath on the
-// inherited socket until the deadline or SIGTERM, then kills what it
-// started. As PID 1 its return ends the sandbox.
+// inherited socket until the deadline (or, when it is not PID 1, SIGTERM
+// or ctx's end), then kills what it started. As PID 1 its return ends the
+// sandbox, so there nothing a process of the sandbox can send ends it.
 func Main(ctx context.Context, o Options) error {
 	if o.ListenFD == 0 {
 		o.ListenFD = ListenFD
@@ -34,8 +35,16 @@ func Main(ctx context.Context, o Options) error {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	if os.Getpid() == 1 {
+		// cmd/berth cancels ctx on SIGINT, which any process of the
+		// sandbox can send to pid 1 (agent.Run drops the signal itself):
+		// the agent ends at its deadline or by SIGKILL from the host.
+		ctx = context.WithoutCancel(ctx)
+	}
 	// Before the config: a pooled agent does this ahead of its Create.
+	limitProcs()
 	reserveThreads(spareThreads)
+	budget := newThreadBudget()
 	cfg, err := ReadConfig(o.ConfigFD)
 	if err != nil {
 		return err
@@ -54,7 +63,8 @@ func Main(ctx context.Context, o Options) error {
 		DefaultDir:  cfg.Dir,
 		// The init's environment is the image's and the Spec's (or
 		// cfg.Env's); the token never was in it.
-		Env: env,
+		Env:      env,
+		Blocking: budget.short,
 	})
 	if err != nil {
 		ln.Close()
@@ -62,7 +72,7 @@ func Main(ctx context.Context, o Options) error {
 	}
 	defer srv.Close()
 	mux := http.NewServeMux()
-	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User))
+	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User, budget))
 	mux.Handle("/", srv)
 	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
 	if errors.Is(err, agent.ErrDeadline) {

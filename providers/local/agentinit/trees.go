@@ -2,6 +2,7 @@ package agentinit
 
 import (
 	"bufio"
+	"context"
 	"crypto/subtle"
 	"io"
 	"net/http"
@@ -38,14 +39,15 @@ const (
 type treeServer struct {
 	token string
 	// user is who transfers act as ("" is the agent's own user).
-	user  string
-	users accounts
+	user   string
+	users  accounts
+	budget *threadBudget
 }
 
 var _ http.Handler = (*treeServer)(nil)
 
-func newTreeServer(token, user string) *treeServer {
-	return &treeServer{token: token, user: user}
+func newTreeServer(token, user string, b *threadBudget) *treeServer {
+	return &treeServer{token: token, user: user, budget: b}
 }
 
 func (s *treeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,13 +66,35 @@ func (s *treeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *treeServer) upload(w http.ResponseWriter, r *http.Request) {
-	acct, err := s.users.lookup(s.user)
-	if err == nil {
-		err = asUser(acct, func() error {
-			return extractTar(r.Context(), r.URL.Query().Get("dir"), bufio.NewReaderSize(r.Body, 64<<10))
-		})
+// transfer runs fn as the transfers' user within the thread budget: as
+// another user on a locked thread of its own, holding a dedicated slot
+// for all of fn (sl is nil); as the agent's own user holding a short slot
+// except while fn reads or writes the network through sl.
+func (s *treeServer) transfer(ctx context.Context, fn func(sl *slot) error) error {
+	sl := &slot{ctx: ctx, sem: s.budget.short}
+	defer sl.give()
+	if err := sl.take(); err != nil {
+		return err
 	}
+	acct, err := s.users.lookup(s.user) // reads /etc/passwd once
+	if err != nil {
+		return err
+	}
+	if acct == nil {
+		return fn(sl)
+	}
+	sl.give()
+	if err := s.budget.dedicated.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer s.budget.dedicated.Release(1)
+	return asUser(acct, func() error { return fn(nil) })
+}
+
+func (s *treeServer) upload(w http.ResponseWriter, r *http.Request) {
+	err := s.transfer(r.Context(), func(sl *slot) error {
+		return extractTar(r.Context(), r.URL.Query().Get("dir"), bufio.NewReaderSize(sl.reader(r.Body), 64<<10))
+	})
 	if err != nil {
 		// Take the rest of the body first: a client still sending would
 		// otherwise see its write fail instead of this answer.
@@ -82,25 +106,22 @@ func (s *treeServer) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *treeServer) download(w http.ResponseWriter, r *http.Request) {
-	acct, err := s.users.lookup(s.user)
 	out := &countWriter{w: w}
-	if err == nil {
-		w.Header().Set("Content-Type", "application/x-tar")
-		w.Header().Set("Trailer", errClassHeader+", "+errMsgHeader)
-		err = asUser(acct, func() error {
-			// Nothing reaches w before the first 32 KiB or the end, so an
-			// error up to then (a missing path) can still be a status.
-			// Past that, the whole entries before an error go out.
-			bw := bufio.NewWriterSize(out, 32<<10)
-			err := writeTar(r.Context(), r.URL.Query().Get("path"), bw)
-			if err == nil || out.n > 0 {
-				if ferr := bw.Flush(); err == nil {
-					err = ferr
-				}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Trailer", errClassHeader+", "+errMsgHeader)
+	err := s.transfer(r.Context(), func(sl *slot) error {
+		// Nothing reaches w before the first 32 KiB or the end, so an
+		// error up to then (a missing path) can still be a status.
+		// Past that, the whole entries before an error go out.
+		bw := bufio.NewWriterSize(sl.writer(out), 32<<10)
+		err := writeTar(r.Context(), r.URL.Query().Get("path"), bw)
+		if err == nil || out.n > 0 {
+			if ferr := bw.Flush(); err == nil {
+				err = ferr
 			}
-			return err
-		})
-	}
+		}
+		return err
+	})
 	switch {
 	case err == nil:
 	case out.n == 0:

@@ -28,7 +28,7 @@ const testToken = "tree-token"
 // it and a channel that receives once per finished request.
 func serveTrees(t *testing.T, user string) (TreeClient, <-chan struct{}) {
 	t.Helper()
-	ts := newTreeServer(testToken, user)
+	ts := newTreeServer(testToken, user, newThreadBudget())
 	done := make(chan struct{}, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { done <- struct{}{} }()
