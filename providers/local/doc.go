@@ -88,8 +88,8 @@
 // the pipe, waits for the first answer and writes meta.json: from then on
 // it is a sandbox like any other. Its ID and hostname were chosen when it
 // started. A background goroutine replaces what was taken, one at a time.
-// On the 2-core CI machine, quiet, create to first exec is 5 ms p50 pooled
-// against 45 ms cold (BenchmarkCreateToFirstExecPool). Stopping at
+// On the 2-core CI machine, quiet, create to first exec is 4.3 ms p50 pooled
+// against 38 ms cold (BenchmarkCreateToFirstExecPool; BENCHMARKS.md). Stopping at
 // `runc create` instead would save only that step (~34 ms): `runc start`
 // (~6 ms, another fork of runc) and the agent's start would remain.
 //
