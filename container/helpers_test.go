@@ -332,28 +332,6 @@ func assertNoDir(t testing.TB, dir string) {
 	}
 }
 
-// hostListener listens on the host's 127.0.0.1 and greets every connection
-// with marker, so a sandbox that reaches it prints the marker.
-func hostListener(t testing.TB, marker string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte(marker + "\n"))
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // deadlineIn returns the time ms milliseconds from now, for TESTINIT_DEADLINE.
 func deadlineIn(ms int) string {
 	return time.Now().Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/berth-sh/berth/internal/nettest"
 )
 
 func TestNetworkNoneHasOnlyLoopback(t *testing.T) {
@@ -24,7 +26,7 @@ func TestNetworkNoneHasOnlyLoopback(t *testing.T) {
 	}
 	// The host's loopback is not reachable: a host listener on 127.0.0.1
 	// is another namespace's address.
-	port := hostListener(t, "host-loopback-reached")
+	port := nettest.Listen(t, "127.0.0.1", "host-loopback-reached")
 	out, code = execIn(t, r, ct, "sh", "-c", fmt.Sprintf("nc -w 2 127.0.0.1 %d </dev/null", port))
 	if strings.Contains(out, "host-loopback-reached") || code == 127 {
 		t.Fatalf("nc to the host's 127.0.0.1:%d from a sandbox without network: exit %d %q", port, code, out)

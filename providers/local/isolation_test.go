@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testimage"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
@@ -58,44 +59,6 @@ func sandboxCgroupFile(t testing.TB, id, file string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// hostListener accepts TCP connections on addr and answers each with
-// reply; it stops at the end of the test.
-func hostListener(t *testing.T, addr, reply string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte(reply + "\n"))
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// hostAddrs are the host's non-loopback IPv4 addresses.
-func hostAddrs(t *testing.T) []string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			out = append(out, n.IP.String())
-		}
-	}
-	return out
 }
 
 // A sandbox sees its own processes only: ps lists the agent and the
@@ -144,8 +107,8 @@ func TestAttackSeeHostProcesses(t *testing.T) {
 func TestAttackReachHostNetwork(t *testing.T) {
 	p := openProvider(t)
 	const reply = "host-reached"
-	loopPort := hostListener(t, "127.0.0.1:0", reply)
-	anyPort := hostListener(t, "0.0.0.0:0", reply)
+	loopPort := nettest.Listen(t, "127.0.0.1", reply)
+	anyPort := nettest.Listen(t, "0.0.0.0", reply)
 	// The control: the listeners answer on the host.
 	for _, addr := range []string{"127.0.0.1:" + strconv.Itoa(loopPort), "127.0.0.1:" + strconv.Itoa(anyPort)} {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -166,7 +129,7 @@ func TestAttackReachHostNetwork(t *testing.T) {
 		sb := create(t, p, sandbox.Spec{})
 		nc(sb, "127.0.0.1", loopPort)
 		nc(sb, "127.0.0.1", anyPort)
-		for _, a := range hostAddrs(t) {
+		for _, a := range nettest.HostIPv4(t) {
 			nc(sb, a, anyPort)
 		}
 		nc(sb, "10.0.2.2", loopPort) // slirp's host address means nothing here

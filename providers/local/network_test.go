@@ -2,15 +2,11 @@ package local_test
 
 import (
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -25,22 +21,7 @@ func TestNetworks(t *testing.T) {
 	if _, err := exec.LookPath("slirp4netns"); err != nil {
 		t.Skip("network public needs slirp4netns: apt-get install slirp4netns")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("host-loopback-reached\n"))
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := nettest.Listen(t, "127.0.0.1", "host-loopback-reached")
 	pub := create(t, p, sandbox.Spec{Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
 	if got := sh(t, pub, "ls /sys/class/net | tr '\\n' ' '"); strings.TrimSpace(got) != "lo tap0" {
 		t.Errorf("network public has interfaces %q, want lo tap0", got)
@@ -63,50 +44,15 @@ func TestNetworkPublicHostUnreachable(t *testing.T) {
 	if _, err := exec.LookPath("slirp4netns"); err != nil {
 		t.Skip("network public needs slirp4netns: apt-get install slirp4netns")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip: apt-get install iproute2")
-	}
 	// Far side 10.213.8.2 and 169.254.213.8, host side 10.213.8.1; the
 	// container package's test of the same uses 10.213.7.0/30.
-	ns := fmt.Sprintf("berth-far-%d-8", os.Getpid())
-	hostIf := fmt.Sprintf("bf8-%d", os.Getpid()%1000000)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", hostIf).Run() // takes its peer along
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", "far0", "netns", ns)
-	ip("addr", "add", "10.213.8.1/30", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
-	ip("route", "add", "169.254.213.8/32", "dev", hostIf)
-	ip("-n", ns, "addr", "add", "10.213.8.2/30", "dev", "far0")
-	ip("-n", ns, "addr", "add", "169.254.213.8/32", "dev", "far0")
-	ip("-n", ns, "link", "set", "far0", "up")
-
-	farPort := serveMarker(t, listenInNetns(t, ns), "far-reached")
+	far := nettest.NewFar(t, 8)
+	farPort := far.Listen(t, "far-reached")
 	targets := map[string]int{} // the host's addresses, each with a listener
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
+	for _, a := range nettest.HostIPv4(t) {
+		targets[a] = nettest.Listen(t, a, "host-reached")
 	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			ln, err := net.Listen("tcp", net.JoinHostPort(n.IP.String(), "0"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			targets[n.IP.String()] = serveMarker(t, ln, "host-reached")
-		}
-	}
-	if _, ok := targets["10.213.8.1"]; !ok {
+	if _, ok := targets[far.Host]; !ok {
 		t.Fatalf("the veth's host address is not among the host's: %v", targets)
 	}
 
@@ -118,65 +64,15 @@ func TestNetworkPublicHostUnreachable(t *testing.T) {
 		}
 		return string(res.Stdout)
 	}
-	if out := dial("10.213.8.2", farPort); !strings.Contains(out, "far-reached") {
+	if out := dial(far.Peer, farPort); !strings.Contains(out, "far-reached") {
 		t.Fatalf("an address beyond the host is not reached: %q", out)
 	}
-	if out := dial("169.254.213.8", farPort); strings.Contains(out, "far-reached") {
-		t.Errorf("reached link-local 169.254.213.8 through the host: %q", out)
+	if out := dial(far.Link, farPort); strings.Contains(out, "far-reached") {
+		t.Errorf("reached link-local %s through the host: %q", far.Link, out)
 	}
 	for a, port := range targets {
 		if out := dial(a, port); strings.Contains(out, "host-reached") {
 			t.Errorf("reached the host's address %s: %q", a, out)
 		}
 	}
-}
-
-// listenInNetns listens on a TCP port of every address in the network
-// namespace ns (by its ip netns name).
-func listenInNetns(t *testing.T, ns string) net.Listener {
-	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread enters the namespace and is never unlocked: it ends
-		// with this goroutine rather than run others in the wrong one.
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp4", ":0")
-		ch <- result{ln, err}
-	}()
-	res := <-ch
-	if res.err != nil {
-		t.Fatalf("listen in %s: %v", ns, res.err)
-	}
-	return res.ln
-}
-
-// serveMarker greets every connection to ln with marker until the test
-// ends, and returns ln's port.
-func serveMarker(t *testing.T, ln net.Listener, marker string) int {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte(marker + "\n"))
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
