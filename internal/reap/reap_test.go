@@ -54,12 +54,11 @@ func TestOrphansSparesExecChildren(t *testing.T) {
 	}
 }
 
-func TestOrphansReapsOrphans(t *testing.T) {
-	if !PidfdsWork() {
-		t.Skip("pidfds unavailable on this kernel")
-	}
-	// sh starts a background child and exits: the child is re-parented to
-	// us (a subreaper) and, once it exits, nobody but us can reap it.
+// startOrphan has sh start a background child and exit: the child is
+// re-parented to us (a subreaper) and, once it exits 50 ms later, nobody
+// but us can reap it. It returns the child's pid.
+func startOrphan(t *testing.T) int {
+	t.Helper()
 	out, err := exec.Command("sh", "-c", "sleep 0.05 & echo $!").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +67,14 @@ func TestOrphansReapsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pid
+}
+
+func TestOrphansReapsOrphans(t *testing.T) {
+	if !PidfdsWork() {
+		t.Skip("pidfds unavailable on this kernel")
+	}
+	pid := startOrphan(t)
 	waitZombie(t, pid)
 	if reaped := Orphans(); !slices.Contains(reaped, pid) {
 		t.Fatalf("orphan %d not reaped (reaped %v)", pid, reaped)
@@ -157,14 +164,7 @@ func TestLoopReapsOrphanAfterSIGCHLD(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); Loop(ctx) }()
 	defer func() { cancel(); <-done }()
-	out, err := exec.Command("sh", "-c", "sleep 0.05 & echo $!").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := startOrphan(t)
 	// Well before reapInterval: the SIGCHLD of the orphan's exit drives it.
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
