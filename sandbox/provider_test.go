@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,6 +217,24 @@ func TestWaitCtxLeavesProcess(t *testing.T) {
 	defer wcancel()
 	if code, err := proc.Wait(wctx); code != 137 || err != nil {
 		t.Errorf("wait after kill = %d, %v", code, err)
+	}
+}
+
+// TestRunCtxKeepsOutputSoFar: Run given up on its ctx returns what the
+// command printed until then, while the command runs on and keeps writing
+// (under -race this caught Run reading its buffers as the driver wrote).
+func TestRunCtxKeepsOutputSoFar(t *testing.T) {
+	p, _ := newFake(t, fakeprovider.Options{})
+	sb := create(t, p)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "echo started; while :; do echo more; sleep 0.01; done"}})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(string(res.Stdout), "started\n") {
+		t.Fatalf("run past its ctx = %q, %v; want the output so far and the ctx's error", res.Stdout, err)
+	}
+	time.Sleep(50 * time.Millisecond) // the command writes on; res must not change
+	if !strings.HasPrefix(string(res.Stdout), "started\n") {
+		t.Fatalf("the result changed after Run returned: %q", res.Stdout)
 	}
 }
 
