@@ -3,6 +3,8 @@ package smoke_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,6 +43,9 @@ func TestNopFails(t *testing.T) {
 	rep, err := smoke.Run(context.Background(), smoke.Options{Backend: "fake", Agent: "nop", Registry: reg, Env: harbortest.Env(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.ResultsDir != "" { // a FAIL keeps its trial directory for the user
+		defer os.RemoveAll(filepath.Dir(rep.ResultsDir))
 	}
 	if rep.Pass || rep.Reward != 0 || rep.ExitStatus != smoke.Submitted || rep.ResultsDir == "" {
 		t.Fatalf("nop episode: %+v", rep)
