@@ -2,7 +2,8 @@
 // program, not as code: the local provider mounts it into sandboxes as
 // their agent, so it must be static (CGO_ENABLED=0), and a test binary,
 // linked with cgo, cannot stand in for it. It is built once per test
-// process into a temporary directory that Cleanup removes.
+// process into a temporary directory that Cleanup removes (or, when no
+// TestMain called it, the next test process that builds: see sweep).
 //
 // Import it only from tests (TestMain of the local provider, the CLI
 // scripts, the smoke and harbor tests that run on local).
@@ -14,7 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -58,7 +64,10 @@ func compile(static bool) (string, error) {
 	}
 	mu.Lock()
 	if dir == "" {
-		dir, err = os.MkdirTemp("", "berth-testbin-")
+		sweep()
+		if dir, err = os.MkdirTemp("", dirPrefix); err == nil {
+			err = os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600)
+		}
 	}
 	d := dir
 	mu.Unlock()
@@ -97,6 +106,38 @@ func Static(p string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// Each build directory names the test process that owns it, so that a
+// later process removes the directories of processes that are gone: a
+// package without a TestMain calling Cleanup, or a test binary killed,
+// would otherwise leave a 38 MB binary in the temp dir per run.
+const (
+	dirPrefix = "berth-testbin-"
+	ownerFile = "owner.pid"
+)
+
+// sweep removes the build directories whose owner process has exited.
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			// No owner file: being made right now, or made before owners
+			// were written; only the latter is old.
+			if fi, serr := os.Stat(d); serr == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.RemoveAll(d)
+			}
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // Cleanup removes the built binaries; call it at the end of TestMain.

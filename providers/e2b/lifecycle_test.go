@@ -209,9 +209,11 @@ func TestDomainDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if err := sb.WriteFile(ctx, "/tmp/e2b-domain-"+randHex(4), []byte("x"), 0o644); err != nil {
+	file := "/tmp/e2b-domain-" + randHex(4)
+	if err := sb.WriteFile(ctx, file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	defer sb.Remove(ctx, file) // the fake's sandboxes share the host's /tmp
 	if res, err := sb.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("run: %+v %v", res, err)
 	}
