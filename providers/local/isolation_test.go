@@ -68,10 +68,11 @@ func TestAttackSeeHostProcesses(t *testing.T) {
 	p := openProvider(t)
 	mark := secret(t)
 	host := exec.Command("sh", "-c", "sleep 600 # "+mark)
+	host.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // sh forks sleep: kill both
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	t.Cleanup(func() { syscall.Kill(-host.Process.Pid, syscall.SIGKILL); host.Wait() })
 	sb := create(t, p, sandbox.Spec{})
 
 	ps := attempt(t, sb, "ps", "-o", "pid,args")
