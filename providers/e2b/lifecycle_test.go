@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -209,11 +210,11 @@ func TestDomainDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	file := "/tmp/e2b-domain-" + randHex(4)
-	if err := sb.WriteFile(ctx, file, []byte("x"), 0o644); err != nil {
+	// The fake's sandboxes run on this host: a file under the test's temp
+	// dir is a data-plane call that leaves nothing behind.
+	if err := sb.WriteFile(ctx, filepath.Join(t.TempDir(), "e2b-domain"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Remove(ctx, file) // the fake's sandboxes share the host's /tmp
 	if res, err := sb.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("run: %+v %v", res, err)
 	}

@@ -161,6 +161,7 @@ func testCwd(t *testing.T, h Harness) {
 	if err := sb.WriteFile(ctx, "/tmp/"+name, []byte("in-workdir"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	removeAtEnd(t, sb, "/tmp/"+name)
 	res := run(t, ctx, sb, sandbox.Command{Args: []string{"cat", name}, Dir: dir})
 	if string(res.Stdout) != "in-dir" {
 		t.Errorf("with Command.Dir: cat printed %q (stderr %q), want %q", res.Stdout, res.Stderr, "in-dir")

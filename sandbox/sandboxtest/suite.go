@@ -172,16 +172,20 @@ func workDir(t *testing.T, ctx context.Context, sb *sandbox.Sandbox) string {
 	if err := sb.MakeDir(ctx, dir); err != nil {
 		t.Fatalf("make work dir %s: %v", dir, err)
 	}
-	// Removed before the sandbox is deleted (cleanups run in reverse): on a
-	// provider whose sandboxes share the host's /tmp (fakeprovider's host
-	// image) it would be left there otherwise. Best effort: a case may
-	// have ended the sandbox already.
-	t.Cleanup(func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sb.Remove(rctx, dir)
-	})
+	removeAtEnd(t, sb, dir)
 	return dir
+}
+
+// removeAtEnd removes p when the test ends, before the sandbox is deleted
+// (cleanups run in reverse): on a provider whose sandboxes share the
+// host's /tmp (fakeprovider's host image) it would be left there
+// otherwise. Best effort: a case may have ended the sandbox already.
+func removeAtEnd(t *testing.T, sb *sandbox.Sandbox, p string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sb.Remove(ctx, p)
+	})
 }
 
 func randomHex(n int) string {
