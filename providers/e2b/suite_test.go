@@ -4,23 +4,28 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth/builtin"
+	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
-// TestMain checks for leaked goroutines; the local provider's reaper (a
-// process-wide loop started once by container.SetSubreaper) is meant to
-// live as long as the process.
+// TestMain checks for leaked goroutines (the local provider's reaper, a
+// process-wide loop started once by container.SetSubreaper, is meant to
+// live as long as the process) and removes the berth binary the local
+// tests built.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/berth-sh/berth/internal/reap.Loop"))
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/berth-sh/berth/internal/reap.Loop"),
+		goleak.Cleanup(func(code int) { testbin.Cleanup(); os.Exit(code) }))
 }
 
 // openDriver opens the driver on f's control plane and its multiplexing
