@@ -14,30 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/syncbuf"
+
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// syncBuffer is a bytes.Buffer safe for the one reader goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func run(t *testing.T, c *Client, cmd types.Command) (code int, stdout, stderr string, err error) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	p, err := c.Exec(ctxT(t), cmd)
 	if err != nil {
@@ -278,7 +262,7 @@ func TestAttachSeesLiveOutput(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	var first, second syncBuffer
+	var first, second syncbuf.Buffer
 	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"cat"}, Stdin: pr, Stdout: &first})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -79,7 +80,7 @@ func TestConcurrentExecs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out syncBuffer
+			var out syncbuf.Buffer
 			p, err := e.client.Exec(ctx, types.Command{Args: []string{"echo", strconv.Itoa(i)}, Stdout: &out})
 			if err != nil {
 				errs <- err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/sandbox/driver"
 )
 
@@ -88,7 +89,9 @@ type Result struct {
 // set, and is otherwise captured in the Result. A non-zero exit is a Result,
 // not an error.
 func (s *Sandbox) Run(ctx context.Context, cmd Command) (Result, error) {
-	var stdout, stderr capture
+	// Locked, and copied out: when ctx ends Wait returns while the process
+	// runs on and the driver may still write.
+	var stdout, stderr syncbuf.Buffer
 	if cmd.Stdout == nil {
 		cmd.Stdout = &stdout
 	}
@@ -100,27 +103,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	code, err := p.Wait(ctx)
-	return Result{ExitCode: code, Stdout: stdout.bytes(), Stderr: stderr.bytes()}, err
-}
-
-// capture collects a command's output for Run. When ctx ends Wait returns
-// while the process runs on and the driver may still write, so reads and
-// writes are locked and Run returns a copy: the output up to then.
-type capture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-func (c *capture) bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.buf.Bytes())
+	return Result{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, err
 }
 
 // WriteFile writes data to the absolute path, creating parents.

@@ -13,9 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
@@ -61,7 +62,7 @@ func TestDataPlaneProcesses(t *testing.T) {
 	}
 	// A background process: listed, attached from a second stream,
 	// killed by pid, then unknown.
-	first := &lockedBuffer{}
+	first := &syncbuf.Buffer{}
 	p, err := c.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "echo started; sleep 30"}, Stdout: first})
 	if err != nil {
 		t.Fatal(err)
@@ -95,24 +96,6 @@ func TestDataPlaneProcesses(t *testing.T) {
 	if procs, _ := c.Processes(ctx); len(procs) != 0 {
 		t.Fatalf("ended process still listed: %+v", procs)
 	}
-}
-
-// lockedBuffer is an output a test reads while a stream writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestDataPlaneFiles(t *testing.T) {

@@ -1,15 +1,15 @@
 package daytona_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
@@ -220,7 +220,7 @@ func TestDroppedStreamStillYieldsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.DropStreams(1, 300)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	proc, err := sb.Exec(ctx, sandbox.Command{
 		Args: []string{"sh", "-c", `i=0; while [ $i -lt 400 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done
 while [ ! -e gate ]; do sleep 0.05; done; printf 'no newline at the end'; exit 7`},
@@ -304,22 +304,4 @@ func TestDeleteStopsWhenRefused(t *testing.T) {
 		t.Errorf("second delete: %v, want NotFound", err)
 	}
 	waitNoneLive(t, srv)
-}
-
-// lockedBuffer is a bytes.Buffer safe for the two stream goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

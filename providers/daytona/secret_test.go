@@ -1,37 +1,19 @@
 package daytona_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 )
-
-// syncWriter collects log output from many goroutines.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
 
 // TestNoSecretAnywhere runs a sandbox's life at debug level, then makes
 // the server echo the Authorization header in error texts and a build log,
@@ -40,7 +22,7 @@ func (w *syncWriter) String() string {
 func TestNoSecretAnywhere(t *testing.T) {
 	const key = "dtn_k3y-that-must-never-leak-7f3a9c"
 	srv := newServer(t, daytonatest.Options{APIKey: key})
-	var logs syncWriter
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := daytona.Options{BaseURL: srv.URL(), APIKey: registry.Secret(key), Logger: logger}
 	d, err := daytona.New(opts)

@@ -1,7 +1,6 @@
 package e2b_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,9 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/providers/e2b"
 	"github.com/berth-sh/berth/registry"
@@ -278,7 +278,7 @@ func TestSecretsStayOut(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, fakeOptions{})
 	f.echoKey = true
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx := testCtx(t)
 
@@ -327,24 +327,6 @@ func TestSecretsStayOut(t *testing.T) {
 			t.Errorf("a secret is in the logs:\n%s", logs.String())
 		}
 	}
-}
-
-// syncBuffer is a log sink safe for the keep-alive goroutine and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A mode other than 0644 survives a server that ignores ?mode= (upstream

@@ -13,35 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/syncbuf"
+
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// syncBuffer is a log sink for a provider used from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // buildProvider opens the provider through the sandbox API with its log in
 // a buffer.
-func buildProvider(t *testing.T) (*sandbox.Provider, *syncBuffer) {
+func buildProvider(t *testing.T) (*sandbox.Provider, *syncbuf.Buffer) {
 	t.Helper()
 	needRoot(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	o := options()
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	d, err := local.New(o)

@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 
@@ -176,24 +177,6 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// syncLog is a log sink shared by goroutines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The token pair goes to the SDK and nowhere else: not into debug logs,
 // errors (a rejected token included), tags, the sandbox's environment or
 // anything a command can see.
@@ -201,7 +184,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	const id, secret = "ak-LEAKCHECKid-93f1", "as-LEAKCHECKsecret-7be2"
 	srv := modaltest.New(t, modaltest.Options{TokenID: id, TokenSecret: secret})
 	serveAt(t, srv)
-	var logs syncLog
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var seen []string
 	note := func(v ...any) {
