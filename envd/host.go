@@ -131,7 +131,7 @@ func (h *host) entryInfo(path string, fi fs.FileInfo) envdproto.EntryInfo {
 		Name:         fi.Name(),
 		Path:         path,
 		Size:         envdproto.Int64(fi.Size()),
-		Mode:         unixMode(fi.Mode()),
+		Mode:         UnixMode(fi.Mode()),
 		Permissions:  fi.Mode().String(),
 		ModifiedTime: fi.ModTime().UTC(),
 	}
@@ -158,8 +158,10 @@ func (h *host) entryInfo(path string, fi fs.FileInfo) envdproto.EntryInfo {
 	return e
 }
 
-// unixMode is the permission bits in the numbering of chmod(2).
-func unixMode(m fs.FileMode) uint32 {
+// UnixMode is m's permission, set-id and sticky bits in the numbering of
+// chmod(2), as EntryInfo.Mode carries them (the local provider's Dockerfile
+// COPY uses it too).
+func UnixMode(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		u |= 0o4000

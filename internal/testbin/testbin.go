@@ -10,7 +10,6 @@
 package testbin
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/image/seed"
 )
 
 var (
@@ -42,7 +43,7 @@ func Berth() (string, error) { return get(true) }
 
 // BerthDefault returns a berth binary built as `go build ./cmd/berth`
 // builds it, with the environment's cgo setting: dynamically linked where
-// a C compiler is installed. Static reports which it is.
+// a C compiler is installed. seed.IsStatic reports which it is.
 func BerthDefault() (string, error) { return get(false) }
 
 func get(static bool) (string, error) {
@@ -85,27 +86,11 @@ func compile(static bool) (string, error) {
 		return "", fmt.Errorf("testbin: go build ./cmd/berth: %w\n%s", err, b)
 	}
 	if static {
-		if s, err := Static(out); err != nil || !s {
+		if s, err := seed.IsStatic(out); err != nil || !s {
 			return "", fmt.Errorf("testbin: %s is not static despite CGO_ENABLED=0 (%v)", out, err)
 		}
 	}
 	return out, nil
-}
-
-// Static reports whether the ELF executable at p has no program
-// interpreter.
-func Static(p string) (bool, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // Each build directory names the test process that owns it, so that a

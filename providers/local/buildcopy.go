@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/berth-sh/berth/dockerfile"
+	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -91,7 +92,7 @@ func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.
 			}
 			target = path.Join(dest, sub)
 		}
-		mode := o.modeOr(unixMode(e.info.Mode()))
+		mode := o.modeOr(envd.UnixMode(e.info.Mode()))
 		switch {
 		case e.rel == src:
 			return b.root.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true})
@@ -111,22 +112,7 @@ func (b *builder) copyFile(croot *os.Root, src string, fi fs.FileInfo, target st
 		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer f.Close()
-	return b.root.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(unixMode(fi.Mode())), hasMode: true}, fi.ModTime())
-}
-
-// unixMode is the permission, set-id and sticky bits of m.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
+	return b.root.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(envd.UnixMode(fi.Mode())), hasMode: true}, fi.ModTime())
 }
 
 // copyOwner reads --chown and --chmod. Names in --chown are looked up in

@@ -173,7 +173,7 @@ func TestDynamicAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if static, err := testbin.Static(bin); err != nil || static {
+	if static, err := seed.IsStatic(bin); err != nil || static {
 		t.Skipf("go build links berth statically here (no C compiler, or CGO_ENABLED=0): nothing to test (%v)", err)
 	}
 	o := options()
