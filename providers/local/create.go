@@ -78,14 +78,8 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		return h, nil
 	}
 
-	id := newID()
-	dir := p.dir(id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox dir: %w", err)
-	}
-	lock, err := lockDir(dir, true)
+	id, dir, lock, err := p.newDir()
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	defer lock.unlock()
@@ -123,6 +117,22 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	p.cts[id] = ct
 	p.mu.Unlock()
 	return h, nil
+}
+
+// newDir makes a new sandbox's directory under a fresh ID and locks it
+// (see lockDir): until meta.json is written, List, Connect and Reap leave
+// it alone.
+func (p *Provider) newDir() (id, dir string, lock *dirLock, err error) {
+	id = newID()
+	dir = p.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", "", nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	if lock, err = lockDir(dir, true); err != nil {
+		os.RemoveAll(dir)
+		return "", "", nil, err
+	}
+	return id, dir, lock, nil
 }
 
 // start runs the container with the agent as its init.

@@ -304,14 +304,8 @@ func (p *Provider) newMember(ctx context.Context, img image.Image, network conta
 	if err != nil {
 		return nil, err
 	}
-	id := newID()
-	dir := p.dir(id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox dir: %w", err)
-	}
-	lock, err := lockDir(dir, true)
+	id, dir, lock, err := p.newDir()
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	mb := &member{id: id, lock: lock, layers: layers, img: img}
