@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -64,20 +65,12 @@ func writeMeta(dir string, m meta) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".meta-*")
-	if err != nil {
+	err = atomicfile.Write(filepath.Join(dir, "meta.json"), b, 0o600)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrNotExist): // the sandbox's directory is gone
 		return types.Classify(types.NotFound, err)
 	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, "meta.json"))
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return types.Classify(types.Unavailable, err)
-	}
-	return nil
+	return types.Classify(types.Unavailable, err)
 }

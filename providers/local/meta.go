@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -88,23 +89,11 @@ func (p *Provider) writeMeta(m *meta) error {
 	if err != nil {
 		return err
 	}
-	dir := p.dir(m.ID)
-	tmp, err := os.CreateTemp(dir, metaFile+".tmp*")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return types.Errorf(types.NotFound, "sandbox %s is gone", m.ID)
-		}
-		return err
+	err = atomicfile.Write(filepath.Join(p.dir(m.ID), metaFile), b, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		return types.Errorf(types.NotFound, "sandbox %s is gone", m.ID)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, metaFile))
+	return err
 }
 
 // dirLock is an flock on a sandbox directory: its creator holds it until
