@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -48,9 +46,7 @@ func (s *Store) Commit(ctx context.Context, c CommitSpec) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	// Shared: no layer collection while the parent's layers are checked
-	// and the new record that keeps them is written.
-	unlock, err := lockFile(filepath.Join(s.imagesDir, collectLock), unix.LOCK_SH)
+	unlock, err := s.holdLayers()
 	if err != nil {
 		return Image{}, err
 	}

@@ -15,14 +15,12 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -70,7 +68,7 @@ func (s *Store) importFile(ctx context.Context, r name.Reference, file string) (
 	if err != nil {
 		return Image{}, err
 	}
-	unlock, err := lockFile(filepath.Join(s.imagesDir, collectLock), unix.LOCK_SH)
+	unlock, err := s.holdLayers()
 	if err != nil {
 		return Image{}, err
 	}

@@ -132,6 +132,13 @@ func writeAtomic(path string, b []byte) (err error) {
 	return nil
 }
 
+// holdLayers takes the collect lock shared: no layer collection while a
+// pull, import or commit checks the layers it uses and writes the record
+// that keeps them.
+func (s *Store) holdLayers() (unlock func(), err error) {
+	return lockFile(filepath.Join(s.imagesDir, collectLock), unix.LOCK_SH)
+}
+
 // lockFile takes a flock on path. Locks belong to the open file, so two
 // goroutines of one process exclude each other as two processes do.
 // With unix.LOCK_NB it returns unix.EWOULDBLOCK when the lock is held.

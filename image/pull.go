@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -16,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -45,7 +43,7 @@ func (s *Store) Pull(ctx context.Context, ref string) (Image, error) {
 }
 
 func (s *Store) pull(ctx context.Context, r name.Reference) (Image, error) {
-	unlock, err := lockFile(filepath.Join(s.imagesDir, collectLock), unix.LOCK_SH)
+	unlock, err := s.holdLayers()
 	if err != nil {
 		return Image{}, err
 	}
