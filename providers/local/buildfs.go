@@ -195,16 +195,26 @@ func clearName(pfd int, base, p string) error {
 	return nil
 }
 
+// replaceable opens p's parent and clears the name p so that a new entry
+// can take it (see clearName); the caller closes the fd.
+func (r *buildRoot) replaceable(p string) (pfd int, base string, err error) {
+	if pfd, base, err = r.parent(p); err != nil {
+		return -1, "", err
+	}
+	if err := clearName(pfd, base, p); err != nil {
+		unix.Close(pfd)
+		return -1, "", err
+	}
+	return pfd, base, nil
+}
+
 // file writes r as the file p (its parent exists) with o's owner and mode.
 func (r *buildRoot) file(p string, src io.Reader, o owner, mtime time.Time) error {
-	pfd, base, err := r.parent(p)
+	pfd, base, err := r.replaceable(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := clearName(pfd, base, p); err != nil {
-		return err
-	}
 	fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
@@ -219,14 +229,11 @@ func (r *buildRoot) file(p string, src io.Reader, o owner, mtime time.Time) erro
 
 // symlink makes p a symlink to target, owned as o says.
 func (r *buildRoot) symlink(p, target string, o owner, mtime time.Time) error {
-	pfd, base, err := r.parent(p)
+	pfd, base, err := r.replaceable(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := clearName(pfd, base, p); err != nil {
-		return err
-	}
 	if err := unix.Symlinkat(target, pfd, base); err != nil {
 		return fmt.Errorf("symlink %s: %w", p, err)
 	}
@@ -249,14 +256,11 @@ func (r *buildRoot) link(p, old string) error {
 		return err
 	}
 	defer unix.Close(ofd)
-	pfd, base, err := r.parent(p)
+	pfd, base, err := r.replaceable(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := clearName(pfd, base, p); err != nil {
-		return err
-	}
 	if err := unix.Linkat(ofd, obase, pfd, base, 0); err != nil {
 		return fmt.Errorf("link %s to %s: %w", p, old, err)
 	}
@@ -265,14 +269,11 @@ func (r *buildRoot) link(p, old string) error {
 
 // fifo makes p a named pipe.
 func (r *buildRoot) fifo(p string, o owner) error {
-	pfd, base, err := r.parent(p)
+	pfd, base, err := r.replaceable(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := clearName(pfd, base, p); err != nil {
-		return err
-	}
 	if err := unix.Mknodat(pfd, base, unix.S_IFIFO|0o600, 0); err != nil {
 		return fmt.Errorf("mkfifo %s: %w", p, err)
 	}
