@@ -31,6 +31,17 @@ func benchProvider(b *testing.B) *sandbox.Provider {
 	return p
 }
 
+// benchSandbox creates a sandbox of benchSpec that lives until b ends.
+func benchSandbox(b *testing.B, p *sandbox.Provider) *sandbox.Sandbox {
+	b.Helper()
+	sb, err := p.Create(context.Background(), benchSpec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sb.Delete(context.Background()); sb.Close() })
+	return sb
+}
+
 var benchSpec = sandbox.Spec{Image: local.DefaultImage, TTL: 10 * time.Minute}
 
 var trueCmd = sandbox.Command{Args: []string{"true"}}
@@ -65,11 +76,7 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 func BenchmarkExecRoundTrip(b *testing.B) {
 	p := benchProvider(b)
 	ctx := context.Background()
-	sb, err := p.Create(ctx, benchSpec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { sb.Delete(ctx); sb.Close() }()
+	sb := benchSandbox(b, p)
 	if _, err := sb.Run(ctx, trueCmd); err != nil { // warm the connection
 		b.Fatal(err)
 	}

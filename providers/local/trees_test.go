@@ -33,11 +33,7 @@ func smallTree(b testing.TB) string {
 func BenchmarkTreeUpload(b *testing.B) {
 	p := benchProvider(b)
 	ctx := context.Background()
-	sb, err := p.Create(ctx, benchSpec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { sb.Delete(ctx); sb.Close() }()
+	sb := benchSandbox(b, p)
 	src := smallTree(b)
 	var ds []time.Duration
 	b.ResetTimer()
@@ -56,11 +52,7 @@ func BenchmarkTreeUpload(b *testing.B) {
 func BenchmarkTreeDownload(b *testing.B) {
 	p := benchProvider(b)
 	ctx := context.Background()
-	sb, err := p.Create(ctx, benchSpec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { sb.Delete(ctx); sb.Close() }()
+	sb := benchSandbox(b, p)
 	if err := sb.UploadDir(ctx, smallTree(b), "/logs/agent"); err != nil {
 		b.Fatal(err)
 	}
