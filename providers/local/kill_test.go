@@ -26,18 +26,49 @@ const helperEnv = "BERTH_LOCAL_TEST_HELPER"
 // helperTTL is the TTL of the helper's sandbox.
 const helperTTL = 2 * time.Second
 
+// helperOptions are the test's local.Options, as startHelper passes them.
+func helperOptions() local.Options {
+	return local.Options{
+		StateDir:     os.Getenv("BERTH_LOCAL_TEST_STATE"),
+		AgentBinary:  os.Getenv("BERTH_LOCAL_TEST_AGENT"),
+		CgroupParent: os.Getenv("BERTH_LOCAL_TEST_CGROUP"),
+	}
+}
+
+// startHelper runs helperMain in a re-executed test binary with env added,
+// and returns it with the words of the first line it printed (sandbox
+// ids), which must be want of them.
+func startHelper(t *testing.T, want int, env ...string) (*exec.Cmd, []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "BERTH_LOCAL_TEST_STATE="+stateDir,
+		"BERTH_LOCAL_TEST_AGENT="+agentBin, "BERTH_LOCAL_TEST_CGROUP="+cgroupParent)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	ids := strings.Fields(line)
+	if err != nil || len(ids) != want {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper printed %q: %v", line, err)
+	}
+	return cmd, ids
+}
+
 // helperMain creates one sandbox with a short TTL, prints its id, and
 // waits to be killed. It runs in a re-executed test binary.
 func helperMain() int {
 	if os.Getenv(poolHelperEnv) != "" {
 		return poolHelperMain()
 	}
-	o := local.Options{
-		StateDir:     os.Getenv("BERTH_LOCAL_TEST_STATE"),
-		AgentBinary:  os.Getenv("BERTH_LOCAL_TEST_AGENT"),
-		CgroupParent: os.Getenv("BERTH_LOCAL_TEST_CGROUP"),
-	}
-	d, err := local.New(o)
+	d, err := local.New(helperOptions())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -61,24 +92,8 @@ func helperMain() int {
 func TestCreatorKilled(t *testing.T) {
 	needRoot(t)
 	p := newDriver(t) // also makes this process the subreaper of orphans
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "BERTH_LOCAL_TEST_STATE="+stateDir,
-		"BERTH_LOCAL_TEST_AGENT="+agentBin, "BERTH_LOCAL_TEST_CGROUP="+cgroupParent)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	id := strings.TrimSpace(line)
-	if err != nil || id == "" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("helper printed %q: %v", line, err)
-	}
+	cmd, ids := startHelper(t, 1)
+	id := ids[0]
 	created := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -301,12 +300,9 @@ var _ driver.Provider = keepOpen{}
 const poolHelperEnv = "BERTH_LOCAL_TEST_POOL_HELPER"
 
 func poolHelperMain() int {
-	d, err := local.New(local.Options{
-		StateDir:     os.Getenv("BERTH_LOCAL_TEST_STATE"),
-		AgentBinary:  os.Getenv("BERTH_LOCAL_TEST_AGENT"),
-		CgroupParent: os.Getenv("BERTH_LOCAL_TEST_CGROUP"),
-		Pool:         local.Pool{Size: 2},
-	})
+	o := helperOptions()
+	o.Pool = local.Pool{Size: 2}
+	d, err := local.New(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -336,24 +332,7 @@ func poolHelperMain() int {
 // left, as for a creator killed mid-create.
 func TestPoolOwnerKilled(t *testing.T) {
 	p := newDriver(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", poolHelperEnv+"=1", "BERTH_LOCAL_TEST_STATE="+stateDir,
-		"BERTH_LOCAL_TEST_AGENT="+agentBin, "BERTH_LOCAL_TEST_CGROUP="+cgroupParent)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	ids := strings.Fields(line)
-	if err != nil || len(ids) != 2 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("helper printed %q: %v", line, err)
-	}
+	cmd, ids := startHelper(t, 2, poolHelperEnv+"=1")
 	for _, id := range ids {
 		if len(procsIn(id)) == 0 {
 			t.Errorf("ready sandbox %s has no processes before its owner dies", id)
