@@ -1,6 +1,7 @@
 package daytona_test
 
 import (
+	"context"
 	"os"
 	"reflect"
 	"strconv"
@@ -37,6 +38,23 @@ func newServer(t *testing.T, opts daytonatest.Options) *daytonatest.Server {
 
 // openDriver opens the driver on srv, changed by mod; it is closed when the
 // test ends.
+// openSandbox starts a server with opts, opens the driver on it and
+// creates one sandbox of spec, deleted and closed when the test ends.
+func openSandbox(t *testing.T, opts daytonatest.Options) (*daytonatest.Server, *sandbox.Provider, *sandbox.Sandbox) {
+	t.Helper()
+	srv := newServer(t, opts)
+	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	sb, err := p.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sb.Delete(context.Background())
+		sb.Close()
+	})
+	return srv, p, sb
+}
+
 func openDriver(t *testing.T, srv *daytonatest.Server, mod func(*daytona.Options)) *daytona.Provider {
 	t.Helper()
 	opts := daytona.Options{BaseURL: srv.URL(), APIKey: registry.Secret(srv.APIKey())}

@@ -1,7 +1,6 @@
 package daytona_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,14 +33,8 @@ func requestsTo(srv *daytonatest.Server, method, path string) []daytonatest.Requ
 // TestRateLimitRetriedAfterAdvisedWait: a 429 on a call other than create
 // is retried by the driver, no sooner than Retry-After-<throttler> said.
 func TestRateLimitRetriedAfterAdvisedWait(t *testing.T) {
-	srv := newServer(t, daytonatest.Options{})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	srv, p, sb := openSandbox(t, daytonatest.Options{})
 	ctx := t.Context()
-	sb, err := p.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
 	path := "/api/sandbox/" + sb.ID()
 	srv.RateLimit(http.MethodGet, path, 1, "sandbox-lifecycle", 1)
 	before := len(requestsTo(srv, http.MethodGet, path))
@@ -207,15 +200,8 @@ func waitNoneLive(t *testing.T, srv *daytonatest.Server) {
 // every byte of stdout and stderr and the exit code.
 func TestDroppedStreamStillYieldsEverything(t *testing.T) {
 	needCommands(t)
-	srv := newServer(t, daytonatest.Options{})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	srv, _, sb := openSandbox(t, daytonatest.Options{})
 	ctx := t.Context()
-	sb, err := p.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	defer sb.Delete(context.WithoutCancel(ctx))
 	if err := sb.MakeDir(ctx, "/work"); err != nil {
 		t.Fatal(err)
 	}

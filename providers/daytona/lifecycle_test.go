@@ -118,14 +118,8 @@ func TestSetTimeoutAutoStops(t *testing.T) {
 // TestConnectStartsAStoppedSandbox: a sandbox stopped by auto-stop and
 // kept (auto-delete later) is started again by Connect.
 func TestConnectStartsAStoppedSandbox(t *testing.T) {
-	srv := newServer(t, daytonatest.Options{})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	srv, p, sb := openSandbox(t, daytonatest.Options{})
 	ctx := t.Context()
-	sb, err := p.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/sandbox/"+sb.ID()+"/stop", nil)
 	req.Header.Set("Authorization", "Bearer "+srv.APIKey())
 	resp, err := srv.Client().Do(req)
@@ -194,15 +188,8 @@ func TestListPages(t *testing.T) {
 // directory reach the program as they are, whatever shell syntax they hold.
 func TestArgumentsStayLiteral(t *testing.T) {
 	needCommands(t)
-	srv := newServer(t, daytonatest.Options{})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	_, _, sb := openSandbox(t, daytonatest.Options{})
 	ctx := t.Context()
-	sb, err := p.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	defer sb.Delete(context.WithoutCancel(ctx))
 	dir := "/tmp/it's a $(dir)"
 	if err := sb.MakeDir(ctx, dir); err != nil {
 		t.Fatal(err)
@@ -248,15 +235,8 @@ func TestUserIsTheSandboxUser(t *testing.T) {
 // TestUploadMakesMissingParents: on a daemon whose upload does not create
 // directories, WriteFile creates them and writes.
 func TestUploadMakesMissingParents(t *testing.T) {
-	srv := newServer(t, daytonatest.Options{UploadWithoutParents: true})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
+	_, _, sb := openSandbox(t, daytonatest.Options{UploadWithoutParents: true})
 	ctx := t.Context()
-	sb, err := p.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	defer sb.Delete(context.WithoutCancel(ctx))
 	if err := sb.WriteFile(ctx, "/tmp/a/b/c.txt", []byte("deep"), 0o640); err != nil {
 		t.Fatalf("write under missing directories: %v", err)
 	}
