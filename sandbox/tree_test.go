@@ -13,40 +13,11 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/tartest"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
-
-type entry struct {
-	hdr  tar.Header
-	data string
-}
-
-func file(name, data string) entry {
-	return entry{tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}, data}
-}
-
-func link(typ byte, name, target string) entry {
-	return entry{hdr: tar.Header{Name: name, Typeflag: typ, Linkname: target}}
-}
-
-func archive(t *testing.T, entries ...entry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := e.hdr
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(tw, e.data)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // TestUploadFallbackRefuses: without a TreeUploader, escaping names are
 // InvalidArgument and links NotSupported, and nothing lands outside dir.
@@ -59,12 +30,12 @@ func TestUploadFallbackRefuses(t *testing.T) {
 		tar  []byte
 		want sandbox.Class
 	}{
-		{"dot-dot", archive(t, file("../escaped", "x")), sandbox.InvalidArgument},
-		{"dot-dot inside", archive(t, file("a/../../escaped", "x")), sandbox.InvalidArgument},
-		{"absolute", archive(t, file("/escaped", "x")), sandbox.InvalidArgument},
-		{"symlink", archive(t, link(tar.TypeSymlink, "l", "/")), sandbox.NotSupported},
-		{"hardlink", archive(t, file("a", "x"), link(tar.TypeLink, "b", "a")), sandbox.NotSupported},
-		{"fifo", archive(t, entry{hdr: tar.Header{Name: "f", Typeflag: tar.TypeFifo}}), sandbox.NotSupported},
+		{"dot-dot", tartest.Build(t, tartest.File("../escaped", "x")), sandbox.InvalidArgument},
+		{"dot-dot inside", tartest.Build(t, tartest.File("a/../../escaped", "x")), sandbox.InvalidArgument},
+		{"absolute", tartest.Build(t, tartest.File("/escaped", "x")), sandbox.InvalidArgument},
+		{"symlink", tartest.Build(t, tartest.Link(tar.TypeSymlink, "l", "/")), sandbox.NotSupported},
+		{"hardlink", tartest.Build(t, tartest.File("a", "x"), tartest.Link(tar.TypeLink, "b", "a")), sandbox.NotSupported},
+		{"fifo", tartest.Build(t, tartest.Entry{Hdr: tar.Header{Name: "f", Typeflag: tar.TypeFifo}}), sandbox.NotSupported},
 		{"not a tar", bytes.Repeat([]byte("garbage!"), 100), sandbox.InvalidArgument},
 	} {
 		err := sb.Upload(ctx, "/w/in", bytes.NewReader(tc.tar))
@@ -122,11 +93,11 @@ func TestUploadDriverNeverSeesRefusedEntries(t *testing.T) {
 		tar  []byte
 		want []string
 	}{
-		{"dot-dot", archive(t, file("good", "g"), file("../evil", "e"), file("after", "a")), []string{"good"}},
-		{"absolute", archive(t, file("/etc/evil", "e")), nil},
-		{"through own symlink", archive(t, link(tar.TypeSymlink, "l", "/"), file("l/etc/evil", "e")), []string{"l"}},
-		{"hardlink through own symlink", archive(t, link(tar.TypeSymlink, "l", "/etc"), link(tar.TypeLink, "h", "l/shadow")), []string{"l"}},
-		{"escaping hardlink", archive(t, link(tar.TypeLink, "h", "../../etc/shadow")), nil},
+		{"dot-dot", tartest.Build(t, tartest.File("good", "g"), tartest.File("../evil", "e"), tartest.File("after", "a")), []string{"good"}},
+		{"absolute", tartest.Build(t, tartest.File("/etc/evil", "e")), nil},
+		{"through own symlink", tartest.Build(t, tartest.Link(tar.TypeSymlink, "l", "/"), tartest.File("l/etc/evil", "e")), []string{"l"}},
+		{"hardlink through own symlink", tartest.Build(t, tartest.Link(tar.TypeSymlink, "l", "/etc"), tartest.Link(tar.TypeLink, "h", "l/shadow")), []string{"l"}},
+		{"escaping hardlink", tartest.Build(t, tartest.Link(tar.TypeLink, "h", "../../etc/shadow")), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec *recorder
@@ -163,18 +134,18 @@ func (e *evil) DownloadTar(context.Context, string) (io.ReadCloser, error) {
 func TestDownloadDirAttacks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		entries func(outside string) []entry
+		entries func(outside string) []tartest.Entry
 	}{
-		{"dot-dot", func(string) []entry { return []entry{file("../pwned", "x")} }},
-		{"absolute", func(o string) []entry { return []entry{file(filepath.Join(o, "pwned"), "x")} }},
-		{"absolute symlink", func(o string) []entry {
-			return []entry{link(tar.TypeSymlink, "l", o), file("l/pwned", "x")}
+		{"dot-dot", func(string) []tartest.Entry { return []tartest.Entry{tartest.File("../pwned", "x")} }},
+		{"absolute", func(o string) []tartest.Entry { return []tartest.Entry{tartest.File(filepath.Join(o, "pwned"), "x")} }},
+		{"absolute symlink", func(o string) []tartest.Entry {
+			return []tartest.Entry{tartest.Link(tar.TypeSymlink, "l", o), tartest.File("l/pwned", "x")}
 		}},
-		{"relative symlink", func(string) []entry {
-			return []entry{link(tar.TypeSymlink, "l", "../outside"), file("l/pwned", "x")}
+		{"relative symlink", func(string) []tartest.Entry {
+			return []tartest.Entry{tartest.Link(tar.TypeSymlink, "l", "../outside"), tartest.File("l/pwned", "x")}
 		}},
-		{"hardlink out", func(o string) []entry {
-			return []entry{link(tar.TypeLink, "h", filepath.Join(o, "keep"))}
+		{"hardlink out", func(o string) []tartest.Entry {
+			return []tartest.Entry{tartest.Link(tar.TypeLink, "h", filepath.Join(o, "keep"))}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,7 +155,7 @@ func TestDownloadDirAttacks(t *testing.T) {
 			os.WriteFile(filepath.Join(outside, "keep"), []byte("original"), 0o644)
 			_, d := newFake(t, fakeprovider.Options{})
 			p := sandbox.NewProvider("evil", wrapProvider{d, func(s driver.Sandbox) driver.Sandbox {
-				return &evil{Sandbox: s, tar: archive(t, tc.entries(outside)...)}
+				return &evil{Sandbox: s, tar: tartest.Build(t, tc.entries(outside)...)}
 			}})
 			sb := create(t, p)
 			err := sb.DownloadDir(t.Context(), "/anything", filepath.Join(base, "dst"))
@@ -237,8 +208,8 @@ func TestDownloadPathsAgree(t *testing.T) {
 	native, _ := newFake(t, fakeprovider.Options{StateDir: state, NativeTrees: true})
 	sb := create(t, plain)
 	ctx := t.Context()
-	up := archive(t, file("a", "alpha"), entry{hdr: tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o750}},
-		file("d/b", string(bytes.Repeat([]byte{0, 1, 2}, 5000))), link(tar.TypeSymlink, "d/l", "b"))
+	up := tartest.Build(t, tartest.File("a", "alpha"), tartest.Entry{Hdr: tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o750}},
+		tartest.File("d/b", string(bytes.Repeat([]byte{0, 1, 2}, 5000))), tartest.Link(tar.TypeSymlink, "d/l", "b"))
 	nsb, err := native.Connect(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)

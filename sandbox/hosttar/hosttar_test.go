@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/tartest"
 	"github.com/berth-sh/berth/sandbox/hosttar"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -67,42 +68,6 @@ func TestAncestors(t *testing.T) {
 	}
 }
 
-// entry is one header of a crafted archive; data goes with regular files.
-type entry struct {
-	hdr  tar.Header
-	data string
-}
-
-func file(name, data string) entry {
-	return entry{tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}, data}
-}
-func dir(name string) entry {
-	return entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755}}
-}
-func symlink(name, target string) entry {
-	return entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target}}
-}
-func hardlink(name, target string) entry {
-	return entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeLink, Linkname: target}}
-}
-
-func archive(t *testing.T, entries ...entry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := e.hdr
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(tw, e.data)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // layout returns every path under dir with its kind, for before/after
 // comparisons of what an extraction touched.
 func layout(t *testing.T, dir string) map[string]string {
@@ -129,29 +94,29 @@ func layout(t *testing.T, dir string) map[string]string {
 func TestExtractAttacks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		entries func(outside string) []entry
+		entries func(outside string) []tartest.Entry
 	}{
-		{"dot-dot name", func(string) []entry { return []entry{file("../escape", "x")} }},
-		{"dot-dot inside name", func(string) []entry { return []entry{file("a/../../escape", "x")} }},
-		{"absolute name", func(o string) []entry { return []entry{file(filepath.Join(o, "abs"), "x")} }},
-		{"absolute symlink then write through", func(o string) []entry {
-			return []entry{symlink("link", o), file("link/pwned", "x")}
+		{"dot-dot name", func(string) []tartest.Entry { return []tartest.Entry{tartest.File("../escape", "x")} }},
+		{"dot-dot inside name", func(string) []tartest.Entry { return []tartest.Entry{tartest.File("a/../../escape", "x")} }},
+		{"absolute name", func(o string) []tartest.Entry { return []tartest.Entry{tartest.File(filepath.Join(o, "abs"), "x")} }},
+		{"absolute symlink then write through", func(o string) []tartest.Entry {
+			return []tartest.Entry{tartest.Symlink("link", o), tartest.File("link/pwned", "x")}
 		}},
-		{"relative escaping symlink", func(string) []entry {
-			return []entry{symlink("rel", "../outside"), file("rel/pwned", "x")}
+		{"relative escaping symlink", func(string) []tartest.Entry {
+			return []tartest.Entry{tartest.Symlink("rel", "../outside"), tartest.File("rel/pwned", "x")}
 		}},
-		{"symlink chain", func(string) []entry {
+		{"symlink chain", func(string) []tartest.Entry {
 			// d/s -> .. is inside the tree; d/s/l would be created through it.
-			return []entry{dir("d/"), symlink("d/s", ".."), symlink("d/s/l", "../outside")}
+			return []tartest.Entry{tartest.Dir("d/"), tartest.Symlink("d/s", ".."), tartest.Symlink("d/s/l", "../outside")}
 		}},
-		{"write through an in-tree symlink dir", func(string) []entry {
-			return []entry{dir("real/"), symlink("alias", "real"), file("alias/x", "x")}
+		{"write through an in-tree symlink dir", func(string) []tartest.Entry {
+			return []tartest.Entry{tartest.Dir("real/"), tartest.Symlink("alias", "real"), tartest.File("alias/x", "x")}
 		}},
-		{"absolute hardlink", func(o string) []entry {
-			return []entry{hardlink("hl", filepath.Join(o, "keep"))}
+		{"absolute hardlink", func(o string) []tartest.Entry {
+			return []tartest.Entry{tartest.Hardlink("hl", filepath.Join(o, "keep"))}
 		}},
-		{"escaping hardlink", func(string) []entry { return []entry{hardlink("hl", "../outside/keep")} }},
-		{"file as the root", func(string) []entry { return []entry{file(".", "x")} }},
+		{"escaping hardlink", func(string) []tartest.Entry { return []tartest.Entry{tartest.Hardlink("hl", "../outside/keep")} }},
+		{"file as the root", func(string) []tartest.Entry { return []tartest.Entry{tartest.File(".", "x")} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -171,7 +136,7 @@ func TestExtractAttacks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			err = hosttar.Extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries(outside)...)))
+			err = hosttar.Extract(context.Background(), root, bytes.NewReader(tartest.Build(t, tc.entries(outside)...)))
 			if !errors.Is(err, types.ErrInvalidArgument) {
 				t.Errorf("extract = %v, want InvalidArgument", err)
 			}
@@ -218,13 +183,13 @@ func TestExtractReplacesLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	suid := file("suid", "s")
-	suid.hdr.Mode = 0o4755
-	ro := dir("ro/")
-	ro.hdr.Mode = 0o555
-	err = hosttar.Extract(context.Background(), root, bytes.NewReader(archive(t,
-		symlink("x", "y"), file("x", "replaced"), suid, ro, file("ro/inner", "ok"),
-		hardlink("x2", "x"), entry{hdr: tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}},
+	suid := tartest.File("suid", "s")
+	suid.Hdr.Mode = 0o4755
+	ro := tartest.Dir("ro/")
+	ro.Hdr.Mode = 0o555
+	err = hosttar.Extract(context.Background(), root, bytes.NewReader(tartest.Build(t,
+		tartest.Symlink("x", "y"), tartest.File("x", "replaced"), suid, ro, tartest.File("ro/inner", "ok"),
+		tartest.Hardlink("x2", "x"), tartest.Entry{Hdr: tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}},
 	)))
 	if err != nil {
 		t.Fatalf("extract: %v", err)
@@ -335,7 +300,7 @@ func TestExtractCancelled(t *testing.T) {
 	defer root.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := hosttar.Extract(ctx, root, bytes.NewReader(archive(t, file("a", "x"))))
+	err := hosttar.Extract(ctx, root, bytes.NewReader(tartest.Build(t, tartest.File("a", "x"))))
 	if !errors.Is(err, context.Canceled) || types.ClassOf(err) != types.Unknown {
 		t.Errorf("extract with a cancelled ctx: %v (class %v)", err, types.ClassOf(err))
 	}

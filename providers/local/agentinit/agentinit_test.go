@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/tartest"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -65,7 +66,7 @@ func TestMainServesUntilDeadline(t *testing.T) {
 	}
 	// Trees are served next to envd, behind the same token.
 	trees := TreeClient{HTTP: hc, BaseURL: envd.UnixBaseURL, Token: "tok-123"}
-	if err := trees.Upload(ctx, filepath.Join(dir, "up"), bytes.NewReader(mkTar(t, reg("f", "tree")))); err != nil {
+	if err := trees.Upload(ctx, filepath.Join(dir, "up"), bytes.NewReader(tartest.Build(t, tartest.File("f", "tree")))); err != nil {
 		t.Errorf("upload through Main's socket: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "up", "f")); err != nil || string(b) != "tree" {

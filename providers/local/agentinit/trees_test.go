@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/tartest"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -42,32 +43,6 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
-}
-
-type ent struct {
-	hdr  tar.Header
-	data string
-}
-
-func reg(name, data string) ent {
-	return ent{tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}, data}
-}
-
-func mkTar(t *testing.T, es ...ent) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, e := range es {
-		h := e.hdr
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(tw, e.data)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 // readTar lists an archive as name -> content ("dir", "-> target").
@@ -103,10 +78,10 @@ func readTar(t *testing.T, r io.Reader) (map[string]string, error) {
 func TestTreeRouteRoundTrip(t *testing.T) {
 	c, _ := serveTrees(t, "")
 	dir := filepath.Join(t.TempDir(), "new", "dir")
-	in := mkTar(t,
-		ent{hdr: tar.Header{Name: "sub/", Typeflag: tar.TypeDir, Mode: 0o755}},
-		reg("sub/f.txt", "data"), reg("a.txt", "alpha"),
-		ent{hdr: tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "sub/f.txt"}})
+	in := tartest.Build(t,
+		tartest.Dir("sub/"),
+		tartest.File("sub/f.txt", "data"), tartest.File("a.txt", "alpha"),
+		tartest.Symlink("link", "sub/f.txt"))
 	if err := c.Upload(ctx(t), dir, bytes.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +112,7 @@ func TestTreeRouteRefusals(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	anon := c
 	anon.Token = "wrong"
-	if err := anon.Upload(ctx(t), dir, bytes.NewReader(mkTar(t, reg("x", "x")))); types.ClassOf(err) != types.Unauthenticated {
+	if err := anon.Upload(ctx(t), dir, bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); types.ClassOf(err) != types.Unauthenticated {
 		t.Errorf("upload with a wrong token: %v, want Unauthenticated", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -149,7 +124,7 @@ func TestTreeRouteRefusals(t *testing.T) {
 	if _, err := c.Download(ctx(t), filepath.Join(dir, "missing")); !errors.Is(err, types.ErrNotFound) {
 		t.Errorf("download of a missing path: %v, want NotFound", err)
 	}
-	if err := c.Upload(ctx(t), "relative", bytes.NewReader(mkTar(t, reg("x", "x")))); types.ClassOf(err) != types.InvalidArgument {
+	if err := c.Upload(ctx(t), "relative", bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); types.ClassOf(err) != types.InvalidArgument {
 		t.Errorf("upload to a relative dir: %v, want InvalidArgument", err)
 	}
 
@@ -172,18 +147,18 @@ func TestTreeRouteRefusals(t *testing.T) {
 func TestTreeRouteUploadEscapes(t *testing.T) {
 	c, _ := serveTrees(t, "")
 	big := strings.Repeat("x", 8<<20)
-	for name, es := range map[string][]ent{
-		"dot-dot":          {reg("../escape", "x")},
-		"absolute":         {reg("/tmp/berth-abs-escape", "x")},
-		"through symlink":  {{hdr: tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}}, reg("l/pwned", "x")},
-		"absolute symlink": {{hdr: tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}},
-		"then megabytes":   {reg("../escape", "x"), reg("big", big)},
+	for name, es := range map[string][]tartest.Entry{
+		"dot-dot":          {tartest.File("../escape", "x")},
+		"absolute":         {tartest.File("/tmp/berth-abs-escape", "x")},
+		"through symlink":  {tartest.Symlink("l", "../outside"), tartest.File("l/pwned", "x")},
+		"absolute symlink": {tartest.Symlink("l", "/etc")},
+		"then megabytes":   {tartest.File("../escape", "x"), tartest.File("big", big)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			base := t.TempDir()
 			outside := filepath.Join(base, "outside")
 			os.Mkdir(outside, 0o755)
-			err := c.Upload(ctx(t), filepath.Join(base, "in"), bytes.NewReader(mkTar(t, es...)))
+			err := c.Upload(ctx(t), filepath.Join(base, "in"), bytes.NewReader(tartest.Build(t, es...)))
 			if types.ClassOf(err) != types.InvalidArgument {
 				t.Errorf("upload: %v, want InvalidArgument", err)
 			}
@@ -252,7 +227,7 @@ func TestTreeRouteActsAsUser(t *testing.T) {
 	os.Chmod(base, 0o711)
 	os.Chmod(filepath.Dir(base), 0o711)
 
-	if err := c.Upload(ctx(t), filepath.Join(open, "up"), bytes.NewReader(mkTar(t, reg("f", "x")))); err != nil {
+	if err := c.Upload(ctx(t), filepath.Join(open, "up"), bytes.NewReader(tartest.Build(t, tartest.File("f", "x")))); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{filepath.Join(open, "up"), filepath.Join(open, "up", "f")} {
@@ -263,7 +238,7 @@ func TestTreeRouteActsAsUser(t *testing.T) {
 	}
 	closed := filepath.Join(base, "closed")
 	os.Mkdir(closed, 0o700)
-	if err := c.Upload(ctx(t), closed, bytes.NewReader(mkTar(t, reg("f", "x")))); types.ClassOf(err) != types.Unauthenticated {
+	if err := c.Upload(ctx(t), closed, bytes.NewReader(tartest.Build(t, tartest.File("f", "x")))); types.ClassOf(err) != types.Unauthenticated {
 		t.Errorf("upload into root's 0700 directory as nobody: %v, want Unauthenticated", err)
 	}
 	if _, err := os.Lstat(filepath.Join(closed, "f")); !os.IsNotExist(err) {
@@ -279,7 +254,7 @@ func TestTreeRouteActsAsUser(t *testing.T) {
 	}
 	// Root's own transfers, after and beside nobody's, are still root's.
 	rc, _ := serveTrees(t, "")
-	if err := rc.Upload(ctx(t), filepath.Join(closed, "root"), bytes.NewReader(mkTar(t, reg("f", "x")))); err != nil {
+	if err := rc.Upload(ctx(t), filepath.Join(closed, "root"), bytes.NewReader(tartest.Build(t, tartest.File("f", "x")))); err != nil {
 		t.Errorf("root's upload after nobody's: %v", err)
 	}
 	waitThreadCreds(t, before)
