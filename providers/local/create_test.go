@@ -85,26 +85,7 @@ func TestSpecReachesSandbox(t *testing.T) {
 		t.Errorf("command as root: %q %v", res.Stdout, err)
 	}
 	// The sandbox sees no cgroup file system; read its limits on the host.
-	want := map[string]string{
-		"memory.limit_in_bytes": strconv.Itoa(256 << 20), "memory.max": strconv.Itoa(256 << 20),
-		"pids.max": strconv.Itoa(local.DefaultPids), "cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000",
-	}
-	seen := 0
-	for _, dir := range cgroupDirs(sb.ID()) {
-		for file, w := range want {
-			b, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				continue
-			}
-			seen++
-			if got := strings.TrimSpace(string(b)); got != w {
-				t.Errorf("%s/%s = %q, want %q", dir, file, got, w)
-			}
-		}
-	}
-	if seen < 3 {
-		t.Errorf("found %d of the memory, pids and cpu limit files in %v", seen, cgroupDirs(sb.ID()))
-	}
+	assertLimits(t, sb.ID(), 256)
 }
 
 // Bad input is refused with its class before anything is made.
@@ -409,5 +390,32 @@ func TestEnvdEndpoint(t *testing.T) {
 	}
 	if code, err := proc.Wait(testCtx(t)); err != nil || code != 0 || out.String() != "through envd\n" {
 		t.Errorf("exec through the endpoint: %d %v %q", code, err, out.String())
+	}
+}
+
+// assertLimits checks sandbox id's cgroup files: memoryMB, the default
+// pids limit and half a CPU, whichever of the v1 and v2 files exist (at
+// least three of them).
+func assertLimits(t *testing.T, id string, memoryMB int) {
+	t.Helper()
+	want := map[string]string{
+		"memory.limit_in_bytes": strconv.Itoa(memoryMB << 20), "memory.max": strconv.Itoa(memoryMB << 20),
+		"pids.max": strconv.Itoa(local.DefaultPids), "cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000",
+	}
+	seen := 0
+	for _, dir := range cgroupDirs(id) {
+		for file, w := range want {
+			b, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				continue
+			}
+			seen++
+			if got := strings.TrimSpace(string(b)); got != w {
+				t.Errorf("%s/%s = %q, want %q", dir, file, got, w)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("found %d of the memory, pids and cpu limit files in %v", seen, cgroupDirs(id))
 	}
 }

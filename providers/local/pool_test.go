@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,26 +107,7 @@ func TestPoolHandsOutSpec(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "0" {
 		t.Errorf("command as root: %q %v", res.Stdout, err)
 	}
-	want := map[string]string{
-		"memory.limit_in_bytes": strconv.Itoa(64 << 20), "memory.max": strconv.Itoa(64 << 20),
-		"pids.max": strconv.Itoa(local.DefaultPids), "cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000",
-	}
-	seen := 0
-	for _, dir := range cgroupDirs(id) {
-		for file, w := range want {
-			b, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				continue
-			}
-			seen++
-			if got := strings.TrimSpace(string(b)); got != w {
-				t.Errorf("%s/%s = %q, want %q", dir, file, got, w)
-			}
-		}
-	}
-	if seen < 3 {
-		t.Errorf("found %d of the memory, pids and cpu limit files in %v", seen, cgroupDirs(id))
-	}
+	assertLimits(t, id, 64)
 	// The limit set after start holds: a hog is killed at it.
 	res, err = sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "head -c 512m /dev/zero | tail -n 1 >/dev/null"}})
 	if err != nil || res.ExitCode != 137 {
