@@ -99,14 +99,8 @@ func (c *Config) validate() error {
 	if len(c.LowerDirs) == 0 {
 		return types.Errorf(types.InvalidArgument, "container %s: no lower dirs (image layers)", c.ID)
 	}
-	for _, d := range c.LowerDirs {
-		if err := checkAbsDir("lower dir", d); err != nil {
-			return err
-		}
-		// overlayfs separates lower dirs with ':' and options with ','.
-		if strings.ContainsAny(d, ":,") {
-			return types.Errorf(types.InvalidArgument, "lower dir %q: ':' and ',' cannot be passed to overlayfs", d)
-		}
+	if err := checkLowers(c.LowerDirs); err != nil {
+		return err
 	}
 	if !filepath.IsAbs(c.Dir) {
 		return types.Errorf(types.InvalidArgument, "container dir %q is not absolute", c.Dir)
@@ -185,6 +179,19 @@ const minMemory = 6 << 20
 
 // cpuPeriod is the CFS period in microseconds (the kernel default).
 const cpuPeriod = 100000
+
+func checkLowers(dirs []string) error {
+	for _, d := range dirs {
+		if err := checkAbsDir("lower dir", d); err != nil {
+			return err
+		}
+		// overlayfs separates lower dirs with ':' and options with ','.
+		if strings.ContainsAny(d, ":,") {
+			return types.Errorf(types.InvalidArgument, "lower dir %q: ':' and ',' cannot be passed to overlayfs", d)
+		}
+	}
+	return nil
+}
 
 func checkAbsDir(what, p string) error {
 	if !filepath.IsAbs(p) {

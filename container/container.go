@@ -56,8 +56,9 @@ type Container struct {
 	proc  *proc  // nil when the init was already gone at Load
 	slirp *slirp // nil unless started by this process
 
-	mu      sync.Mutex
-	deleted bool
+	mu       sync.Mutex
+	deleted  bool
+	switched bool // SwitchRoot gave it its root
 }
 
 // Create makes and starts a container. On error nothing it made is left:
@@ -249,9 +250,28 @@ func (ct *Container) Pid() int { return ct.pid }
 func (ct *Container) Dir() string { return ct.dir }
 
 // Rootfs returns the host path of the container's root filesystem (the
-// overlay mount). Writing through it from the host follows symlinks the
-// container planted: use it only for trusted, read-mostly work.
-func (ct *Container) Rootfs() string { return ct.path(rootfsDir) }
+// overlay mount; SwitchRoot's once it ran). Writing through it from the
+// host follows symlinks the container planted: use it only for trusted,
+// read-mostly work.
+func (ct *Container) Rootfs() string {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.switched {
+		return ct.path(rootDir)
+	}
+	return ct.path(rootfsDir)
+}
+
+// UpperDir returns the host path of the overlay's upper directory, which
+// holds what the container wrote.
+func (ct *Container) UpperDir() string {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.switched {
+		return ct.path(rootUpperDir)
+	}
+	return ct.path(upperDir)
+}
 
 // LogPath returns the file the init's stdout and stderr go to.
 func (ct *Container) LogPath() string { return ct.path(logFile) }
@@ -337,7 +357,8 @@ func (ct *Container) Delete(ctx context.Context) error {
 	if err := ct.slirp.stop(); err != nil {
 		errs = append(errs, err)
 	}
-	mountErr := unmount(ct.path(rootfsDir))
+	// SwitchRoot's overlay, if any, then Create's.
+	mountErr := errors.Join(unmount(ct.path(rootDir)), unmount(ct.path(rootfsDir)))
 	if mountErr != nil {
 		errs = append(errs, mountErr)
 	}

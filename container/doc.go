@@ -41,6 +41,15 @@
 // remove the directory and any cgroup directory left over. It survives
 // cancellation of its context and is idempotent.
 //
+// A container can also start with no image: its one lower directory is a
+// blank root (MakeBlankRoot), and SwitchRoot later gives it an image's root
+// filesystem while its init runs: the overlay is mounted on the host as
+// Create mounts one, a clone of it goes into the container's mount
+// namespace (from a thread of this process that enters it), every mount
+// the runtime made moves into it, and the namespace pivots to it. That is
+// how the local provider starts sandboxes ahead of knowing their image.
+// Delete removes both overlays.
+//
 // On a host whose PID 1 does not reap orphans, call SetSubreaper once at
 // start-up: the container inits then become children of this process and the
 // handle reaps them.
