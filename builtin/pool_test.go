@@ -15,7 +15,7 @@ import (
 )
 
 // TestLocalPoolByDefault: the local entry opens with sandboxes started
-// ahead (for an image asked for twice) unless BERTH_POOL_SIZE=0. A ready
+// ahead (from the first create on) unless BERTH_POOL_SIZE=0. A ready
 // sandbox is a directory under sandboxes/ that List does not show; Close
 // removes them.
 func TestLocalPoolByDefault(t *testing.T) {

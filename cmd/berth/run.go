@@ -40,9 +40,9 @@ provider's limits from the registry (--max-creates-in-flight overrides).
 Infrastructure errors (unavailable, throttled) are retried up to
 --max-retries times with backoff; agent and verifier timeouts never are.
 
-On the local provider, trials that start from one image find their sandbox
-started ahead: it keeps 2 ready for an image once two trials asked for it
-(BERTH_POOL_SIZE, 0 turns it off), so a trial waits milliseconds for it.
+On the local provider, trials find their sandbox started ahead: after the
+first trial it keeps 2 ready, which take any image (BERTH_POOL_SIZE, 0 turns
+it off), so a trial waits milliseconds for it.
 
 Ctrl-C stops starting trials, tears down every sandbox, marks the rest
 cancelled and writes result.json; a second Ctrl-C does not skip teardown.

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,7 +157,6 @@ type builder struct {
 	root *buildRoot
 	// rootfs is the host path of the sandbox's root (the overlay mount).
 	rootfs string
-	dir    string // the container's directory
 	ct     *container.Container
 }
 
@@ -189,7 +187,7 @@ func (p *Provider) startBuild(ctx context.Context, spec types.Spec, base image.I
 		b.close(ctx)
 		return nil, fmt.Errorf("build sandbox %s: no container handle", h.id)
 	}
-	b.ct, b.dir, b.rootfs = ct, ct.Dir(), ct.Rootfs()
+	b.ct, b.rootfs = ct, ct.Rootfs()
 	if b.root, err = openBuildRoot(b.rootfs); err != nil {
 		b.close(ctx)
 		return nil, err
@@ -199,8 +197,7 @@ func (p *Provider) startBuild(ctx context.Context, spec types.Spec, base image.I
 }
 
 // stop ends every process of the sandbox, so that its upper directory is
-// still, and returns that directory ("upper" in package container's
-// layout). The overlay stays mounted until close.
+// still, and returns that directory. The overlay stays mounted until close.
 func (b *builder) stop(ctx context.Context) (string, error) {
 	if err := b.ct.Kill(ctx, unix.SIGKILL); err != nil {
 		return "", fmt.Errorf("stop the build sandbox: %w", err)
@@ -210,7 +207,7 @@ func (b *builder) stop(ctx context.Context) (string, error) {
 	if _, err := b.ct.Wait(wctx); err != nil {
 		return "", fmt.Errorf("stop the build sandbox: %w", err)
 	}
-	return filepath.Join(b.dir, "upper"), nil
+	return b.ct.UpperDir(), nil
 }
 
 // close deletes the sandbox, whatever happened to the build.

@@ -159,13 +159,47 @@ func TestDynamicAgent(t *testing.T) {
 	}
 	o := options()
 	o.AgentBinary = bin
+	o.Pool = local.Pool{Size: 1}
 	d, err := local.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	p := sandbox.NewProvider("local", d)
 	// The seeded default image carries bash and its libc; this image has
-	// no libc at all, so only the host's loader can run the agent.
+	// no libc at all, so only the host's loader can run the agent. The
+	// second sandbox comes from the pool: the loader and its libraries
+	// move into the image's root with the agent.
+	ref := importBare(t)
+	for i := range 2 {
+		if i == 1 {
+			if _, err := local.PoolReady(testCtx(t), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sb := create(t, p, sandbox.Spec{Image: ref, User: "nobody"})
+		if got := sh(t, sb, "ls /lib /lib64 2>&1; id -u"); !strings.HasSuffix(got, "65534") || !strings.Contains(got, "No such file") {
+			t.Errorf("the image has no /lib and commands run as nobody: %q", got)
+		}
+		src := t.TempDir()
+		os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha\n"), 0o644)
+		os.Symlink("a.txt", filepath.Join(src, "link"))
+		if err := sb.UploadDir(testCtx(t), src, "/tmp/up"); err != nil {
+			t.Fatalf("upload through the dynamic agent: %v", err)
+		}
+		if got := sh(t, sb, "cat /tmp/up/link; stat -c %U /tmp/up/a.txt"); got != "alpha\nnobody" {
+			t.Errorf("uploaded tree: %q", got)
+		}
+	}
+	if n := local.PoolHanded(d); n != 1 {
+		t.Errorf("%d sandboxes came from the pool, want 1", n)
+	}
+}
+
+// importBare imports an image of busybox alone (no libc, no /lib) into the
+// tests' store and returns its reference.
+func importBare(t *testing.T) string {
+	t.Helper()
 	var bare bytes.Buffer
 	if err := seed.BareBusyboxTar(&bare, ""); err != nil {
 		t.Skip(err)
@@ -178,22 +212,11 @@ func TestDynamicAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Import(testCtx(t), "test.local/bare:1", tarPath); err != nil {
+	const ref = "test.local/bare:1"
+	if _, err := store.Import(testCtx(t), ref, tarPath); err != nil {
 		t.Fatal(err)
 	}
-	sb := create(t, p, sandbox.Spec{Image: "test.local/bare:1", User: "nobody"})
-	if got := sh(t, sb, "ls /lib /lib64 2>&1; id -u"); !strings.HasSuffix(got, "65534") || !strings.Contains(got, "No such file") {
-		t.Errorf("the image has no /lib and commands run as nobody: %q", got)
-	}
-	src := t.TempDir()
-	os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha\n"), 0o644)
-	os.Symlink("a.txt", filepath.Join(src, "link"))
-	if err := sb.UploadDir(testCtx(t), src, "/tmp/up"); err != nil {
-		t.Fatalf("upload through the dynamic agent: %v", err)
-	}
-	if got := sh(t, sb, "cat /tmp/up/link; stat -c %U /tmp/up/a.txt"); got != "alpha\nnobody" {
-		t.Errorf("uploaded tree: %q", got)
-	}
+	return ref
 }
 
 // An image absent from the store is pulled from its registry (a loopback

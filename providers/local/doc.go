@@ -73,34 +73,41 @@
 //
 // # Pool
 //
-// Options.Pool keeps sandboxes started ahead of Create, per (image,
-// network) pair for the Pool.Keys pairs most recently created from, once
-// two Creates have asked for the pair (so that Creates from ever new
-// images start none for nothing). Off in the zero Options: each ready
-// sandbox is an idle agent (~5 MiB charged to its cgroup), and a one-shot
-// process would start sandboxes it never uses. The registry's local entry
-// turns it on (2 per key, BERTH_POOL_SIZE) for every launcher but berth's
-// one-shot commands. A ready sandbox is a running container whose agent has started
-// (runtime and package inits done) and blocks reading its config pipe,
-// whose write end only the pool's process holds. Create takes one when its
-// image and network match, writes the Spec's limits into its cgroups,
-// sends the token, deadline, user, working directory and environment down
-// the pipe, waits for the first answer and writes meta.json: from then on
-// it is a sandbox like any other. Its ID and hostname were chosen when it
-// started. A background goroutine replaces what was taken, one at a time.
-// On the 2-core CI machine, quiet, create to first exec is 4.3 ms p50 pooled
-// against 38 ms cold (BenchmarkCreateToFirstExecPool; BENCHMARKS.md). Stopping at
-// `runc create` instead would save only that step (~34 ms): `runc start`
-// (~6 ms, another fork of runc) and the agent's start would remain.
+// Options.Pool keeps sandboxes started ahead of Create, for each network
+// mode a Create asked for. They have no image: any image's Create takes
+// one. Off in the zero Options: each ready sandbox is an idle agent
+// (~5 MiB charged to its cgroup), and a one-shot process would start
+// sandboxes it never uses. The registry's local entry turns it on (2 per
+// network mode, BERTH_POOL_SIZE) for every launcher but berth's one-shot
+// commands.
+//
+// A ready sandbox is a running container on a blank root (an empty lower
+// directory, <state>/blank), whose agent has started (runtime and package
+// inits done) and blocks reading its config pipe, whose write end only the
+// pool's process holds. Create takes one for its network mode, writes the
+// Spec's limits into its cgroups, and switches its root to the image's
+// (container.SwitchRoot: an overlay of the image's layers and a new upper
+// directory, into which the container's proc, dev, sys, /etc files and the
+// agent's mounts move before its mount namespace pivots to it; the agent
+// finds itself in the image without doing anything and without any
+// privilege). Then it sends the token, deadline, user, working directory
+// and environment (the image's and the Spec's) down the pipe, waits for
+// the first answer and writes meta.json: from then on it is a sandbox like
+// any other, with the same mounts, limits, capabilities and seccomp filter
+// as one started cold. Its ID and hostname were chosen when it started. A
+// background goroutine replaces what was taken, one at a time. On the
+// 2-core CI machine, quiet, create to first exec is about 6 ms p50 pooled
+// against 38 ms cold (BenchmarkCreateToFirstExecPool, BenchmarkVsRunc;
+// BENCHMARKS.md).
 //
 // A ready sandbox has no meta.json and its directory stays locked by its
 // owner, so List, Connect and Delete do not see it and Reap leaves it
 // alone. Close removes the ready sandboxes. If the owner dies, its agents
 // read EOF on the pipe and exit, its lock goes, and Reap removes what is
-// left as for any creator that died mid-create. A ready sandbox whose
-// image's layers were removed and unpacked again is not handed out.
-// Specs whose user runs the agent itself (a numeric uid without a passwd
-// entry) are always created cold.
+// left as for any creator that died mid-create. Specs whose user runs the
+// agent itself (a numeric uid without a passwd entry) are always created
+// cold, as are sandboxes whose root switch fails (one more is tried, then
+// the cold path).
 //
 // # The agent binary
 //

@@ -61,6 +61,31 @@ func sandboxCgroupFile(t testing.TB, id, file string) (string, bool) {
 	return "", false
 }
 
+// The attacks again, on sandboxes from the pool: those start on a blank
+// root and get the image's when a Create takes them (container.SwitchRoot),
+// and must end up exactly as closed as a sandbox started cold.
+func TestAttacksPooled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"SeeHostProcesses", TestAttackSeeHostProcesses},
+		{"ReachHostNetwork", TestAttackReachHostNetwork},
+		{"WriteOutsideThroughSymlinks", TestAttackWriteOutsideThroughSymlinks},
+		{"ForkBomb", TestAttackForkBomb},
+		{"MemoryHog", TestAttackMemoryHog},
+		{"PrivilegedCalls", TestAttackPrivilegedCalls},
+		{"SeeOtherSandbox", TestAttackSeeOtherSandbox},
+		{"SignalInit", TestAttackSignalInit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pooledTests.Store(t, true)
+			defer pooledTests.Delete(t)
+			tc.f(t)
+		})
+	}
+}
+
 // A sandbox sees its own processes only: ps lists the agent and the
 // command, never a host process started with a marker in its argv, and
 // killing the host process's pid from inside does not reach it.

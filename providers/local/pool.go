@@ -23,83 +23,44 @@ import (
 // Pool keeps sandboxes started ahead of Create (see "Pool" in the package
 // doc). The zero value is no pool.
 type Pool struct {
-	// Size is how many sandboxes are kept ready for each (image, network)
-	// pair; 0 is no pool.
+	// Size is how many sandboxes are kept ready for each network mode a
+	// Create asked for; 0 is no pool. They have no image yet: any image's
+	// Create takes them.
 	Size int
-	// Keys is how many (image, network) pairs have sandboxes kept ready:
-	// those most recently created from. 0 is 1.
-	Keys int
 }
 
-// fillAfter is how many Creates must have asked for a key before the pool
-// keeps sandboxes ready for it: a stream of Creates from ever new images
-// (a job of mixed tasks) then starts none that would be thrown away.
-const fillAfter = 2
-
-// Bounds of Pool: each ready sandbox is an idle agent (~5 MiB charged).
-const (
-	maxPoolSize = 64
-	maxPoolKeys = 16
-)
+// maxPoolSize bounds Pool.Size: each ready sandbox is an idle agent
+// (~5 MiB charged).
+const maxPoolSize = 64
 
 func (o Pool) validate() error {
 	if o.Size < 0 || o.Size > maxPoolSize {
 		return types.Errorf(types.InvalidArgument, "pool size %d: want 0 to %d", o.Size, maxPoolSize)
 	}
-	if o.Keys < 0 || o.Keys > maxPoolKeys {
-		return types.Errorf(types.InvalidArgument, "pool keys %d: want 0 to %d", o.Keys, maxPoolKeys)
-	}
 	return nil
 }
 
-// poolKey is what a ready sandbox was made for: the container's layers,
-// environment and network are fixed when it starts.
-type poolKey struct {
-	imageID string
-	network container.Network
-}
-
-// member is a ready sandbox: its container runs, and its agent has started
-// and waits on the config pipe, whose write end only this process holds.
-// If this process dies the agent reads EOF and exits, and the directory
-// (locked, without meta.json) is reaped like any half-made sandbox.
+// member is a ready sandbox: its container runs on a blank root (see
+// container.SwitchRoot) and its agent has started and waits on the config
+// pipe, whose write end only this process holds. If this process dies the
+// agent reads EOF and exits, and the directory (locked, without
+// meta.json) is reaped like any half-made sandbox.
 type member struct {
-	id     string
-	ct     *container.Container
-	lock   *dirLock
-	cfg    *os.File  // write end of the agent's config pipe
-	layers []layerID // the image's layer directories when it started
-	img    image.Image
-}
-
-// layerID identifies a layer directory, so that a member whose image was
-// removed and unpacked again (new directories, old ones gone from under
-// its overlay) is not handed out.
-type layerID struct{ dev, ino uint64 }
-
-func layerIDs(dirs []string) ([]layerID, error) {
-	out := make([]layerID, len(dirs))
-	for i, d := range dirs {
-		var st unix.Stat_t
-		if err := unix.Stat(d, &st); err != nil {
-			return nil, fmt.Errorf("layer %s: %w", d, err)
-		}
-		out[i] = layerID{uint64(st.Dev), st.Ino}
-	}
-	return out, nil
+	id   string
+	ct   *container.Container
+	lock *dirLock
+	cfg  *os.File // write end of the agent's config pipe
 }
 
 type bucket struct {
-	img    image.Image
 	ready  []*member
-	used   time.Time // the last Create asking for this key
-	asks   int       // Creates that asked for this key; filled from fillAfter
-	failed bool      // the last fill failed: wait for the next Create
+	failed bool // the last fill failed: wait for the next Create
 }
 
-// pool is the provider's set of ready sandboxes and the goroutine that
-// refills it, one sandbox at a time so that refills never take more than
-// one core from the sandboxes being used.
+// pool is the provider's set of ready sandboxes, per network mode (the
+// container's network namespace is made when it starts), and the
+// goroutine that refills it, one sandbox at a time so that refills never
+// take more than one core from the sandboxes being used.
 type pool struct {
 	p    *Provider
 	conf Pool
@@ -112,8 +73,8 @@ type pool struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	keys    map[poolKey]*bucket
-	trash   []*member // evicted, removed by the filler or Close
+	keys    map[container.Network]*bucket // the network modes Creates asked for
+	trash   []*member                     // removed by the filler or Close
 
 	handed atomic.Int64 // sandboxes Create took from the pool
 }
@@ -122,63 +83,39 @@ func newPool(p *Provider, conf Pool) *pool {
 	if conf.Size == 0 {
 		return nil
 	}
-	if conf.Keys == 0 {
-		conf.Keys = 1
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &pool{
 		p: p, conf: conf, ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		keys: map[poolKey]*bucket{},
+		keys: map[container.Network]*bucket{},
 	}
 }
 
-// take records a Create's demand for key and returns a ready member for
-// it, or nil. The filler is woken to replace what was taken.
-func (q *pool) take(key poolKey, img image.Image) *member {
+// take records a Create's demand for network and returns a ready member
+// for it, or nil. The filler is woken to replace what was taken.
+func (q *pool) take(network container.Network) *member {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil
 	}
-	b := q.keys[key]
+	b := q.keys[network]
 	if b == nil {
 		b = &bucket{}
-		q.keys[key] = b
+		q.keys[network] = b
 	}
-	b.img, b.used, b.failed = img, time.Now(), false
-	b.asks++
-	q.evict()
+	b.failed = false
 	if !q.started {
 		q.started = true
 		go q.fill()
 	}
 	defer q.kick()
-	cur, err := layerIDs(img.Layers)
-	for len(b.ready) > 0 {
-		mb := b.ready[0]
-		b.ready = b.ready[1:]
-		if err == nil && slices.Equal(mb.layers, cur) {
-			return mb
-		}
-		q.trash = append(q.trash, mb)
+	if len(b.ready) == 0 {
+		return nil
 	}
-	return nil
-}
-
-// evict drops the least recently used keys beyond conf.Keys.
-func (q *pool) evict() {
-	for len(q.keys) > q.conf.Keys {
-		var old poolKey
-		var oldest *bucket
-		for k, b := range q.keys {
-			if oldest == nil || b.used.Before(oldest.used) {
-				old, oldest = k, b
-			}
-		}
-		q.trash = append(q.trash, oldest.ready...)
-		delete(q.keys, old)
-	}
+	mb := b.ready[0]
+	b.ready = b.ready[1:]
+	return mb
 }
 
 func (q *pool) kick() {
@@ -188,18 +125,14 @@ func (q *pool) kick() {
 	}
 }
 
-// fill keeps every key's bucket at conf.Size until Close.
+// fill keeps every network's bucket at conf.Size until Close.
 func (q *pool) fill() {
 	defer close(q.done)
 	for {
 		q.mu.Lock()
 		trash := q.trash
 		q.trash = nil
-		key, b := q.short()
-		var img image.Image
-		if b != nil {
-			img = b.img
-		}
+		network, b := q.short()
 		q.mu.Unlock()
 		for _, mb := range trash {
 			q.p.removeMember(mb)
@@ -212,12 +145,12 @@ func (q *pool) fill() {
 				return
 			}
 		}
-		mb, err := q.p.newMember(q.ctx, img, key.network)
+		mb, err := q.p.newMember(q.ctx, network)
 		q.mu.Lock()
 		switch {
 		case err != nil:
 			b.failed = true
-		case q.closed || q.keys[key] != b:
+		case q.closed:
 			q.trash = append(q.trash, mb)
 		default:
 			b.ready = append(b.ready, mb)
@@ -227,41 +160,29 @@ func (q *pool) fill() {
 			if q.ctx.Err() != nil {
 				return
 			}
-			q.p.log.Warn("local: starting a pooled sandbox failed; the pool waits for the next create", "image", img.Ref, "error", err)
+			q.p.log.Warn("local: starting a pooled sandbox failed; the pool waits for the next create", "network", network, "error", err)
 		}
 	}
 }
 
-// short returns the most recently used key that lacks ready members.
-func (q *pool) short() (poolKey, *bucket) {
-	var key poolKey
-	var best *bucket
-	for k, b := range q.keys {
-		if !b.wanted() || len(b.ready) >= q.conf.Size {
-			continue
-		}
-		if best == nil || b.used.After(best.used) {
-			key, best = k, b
+// short returns a network whose bucket lacks ready members: none first.
+func (q *pool) short() (container.Network, *bucket) {
+	for _, n := range []container.Network{container.NetworkNone, container.NetworkPublic} {
+		if b := q.keys[n]; b != nil && !b.failed && len(b.ready) < q.conf.Size {
+			return n, b
 		}
 	}
-	return key, best
+	return "", nil
 }
 
-// full reports whether every key has conf.Size ready members (tests and
-// benchmarks wait for it).
+// full reports whether every network asked for has conf.Size ready
+// members (tests and benchmarks wait for it).
 func (q *pool) full() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, b := range q.keys {
-		if b.wanted() && len(b.ready) < q.conf.Size {
-			return false
-		}
-	}
-	return true
+	_, b := q.short()
+	return b == nil
 }
-
-// wanted reports whether the filler should keep b at conf.Size.
-func (b *bucket) wanted() bool { return !b.failed && b.asks >= fillAfter }
 
 // close stops the filler and removes every ready member. It is
 // idempotent; sandboxes already handed out are not touched.
@@ -292,23 +213,22 @@ func (q *pool) close() error {
 	return errors.Join(errs...)
 }
 
-// newMember starts a sandbox for img and network with no Spec yet: no
-// limits but the pids limit, the image's environment, root's agent waiting
-// for its config. Its directory stays locked until it is taken.
-func (p *Provider) newMember(ctx context.Context, img image.Image, network container.Network) (*member, error) {
+// newMember starts a sandbox with no image and no Spec yet, for network:
+// a blank root, no limits but the pids limit, root's agent waiting for its
+// config. Its directory stays locked until it is taken.
+func (p *Provider) newMember(ctx context.Context, network container.Network) (*member, error) {
 	run, err := p.agent(ctx)
 	if err != nil {
 		return nil, err
 	}
-	layers, err := layerIDs(img.Layers)
-	if err != nil {
+	if err := container.MakeBlankRoot(p.blankRoot()); err != nil {
 		return nil, err
 	}
 	id, dir, lock, err := p.newDir()
 	if err != nil {
 		return nil, err
 	}
-	mb := &member{id: id, lock: lock, layers: layers, img: img}
+	mb := &member{id: id, lock: lock}
 	if err := p.startMember(ctx, mb, run, network); err != nil {
 		if mb.cfg != nil {
 			mb.cfg.Close()
@@ -320,6 +240,10 @@ func (p *Provider) newMember(ctx context.Context, img image.Image, network conta
 	waitConfigRead(ctx, mb.ct.Pid())
 	return mb, nil
 }
+
+// blankRoot is the lower directory of every pooled sandbox until its
+// Create switches it to the image's.
+func (p *Provider) blankRoot() string { return filepath.Join(filepath.Dir(p.sandboxes), "blank") }
 
 // waitConfigRead waits, up to agentReadyTimeout, until a thread of the
 // agent pid is blocked reading its config fd: then its runtime and package
@@ -363,13 +287,12 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, netw
 	mb.cfg = w
 	mb.ct, err = p.rt.Create(ctx, container.Config{
 		ID:         mb.id,
-		LowerDirs:  mb.img.Layers,
+		LowerDirs:  []string{p.blankRoot()},
 		Dir:        filepath.Join(p.dir(mb.id), containerDir),
 		Init:       append(slices.Clone(run.argv), "agent"),
 		InitBinary: run.initBinary,
 		Mounts:     run.mounts,
 		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
-		Env:        mergeEnv(mb.img.Config.Env, nil),
 		Limits:     container.Limits{Pids: p.opts.Pids},
 		Network:    network,
 	})
@@ -415,13 +338,20 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	}
 	token := newToken()
 	now := time.Now()
-	cfg := agentinit.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: r.spec.Env}
+	// The agent started with no image: the image's environment comes
+	// with the Spec's, as a cold start has both in the init's.
+	env := map[string]string{}
+	for _, kv := range mergeEnv(r.img.Config.Env, r.spec.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	cfg := agentinit.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: env}
 	b, err := agentinit.EncodeConfig(cfg)
 	if err != nil {
 		return nil // Create's own path reports it
 	}
 	for ctx.Err() == nil {
-		mb := p.pool.take(poolKey{r.img.ID, r.network}, r.img)
+		mb := p.pool.take(r.network)
 		if mb == nil {
 			return nil
 		}
@@ -431,7 +361,7 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 			Token: token, Socket: filepath.Join(p.dir(mb.id), socketFile),
 			WorkDir: r.workDir, Network: string(r.spec.Network.Mode),
 		}
-		h, err := p.claim(ctx, mb, m, r.lim, b)
+		h, err := p.claim(ctx, mb, m, r, b)
 		if err == nil {
 			p.pool.handed.Add(1)
 			return h
@@ -441,11 +371,15 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	return nil
 }
 
-// claim gives a member its Spec: limits in its cgroups, the agent's
-// config down the pipe, the first answer, then meta.json, which makes it
-// a sandbox like any other. On failure the member is removed.
-func (p *Provider) claim(ctx context.Context, mb *member, m *meta, lim container.Limits, cfg []byte) (*sandboxHandle, error) {
-	err := mb.ct.SetLimits(lim)
+// claim gives a member its Spec: limits in its cgroups, the image as its
+// root, the agent's config down the pipe, the first answer, then
+// meta.json, which makes it a sandbox like any other. On failure the
+// member is removed.
+func (p *Provider) claim(ctx context.Context, mb *member, m *meta, r poolRequest, cfg []byte) (*sandboxHandle, error) {
+	err := mb.ct.SetLimits(r.lim)
+	if err == nil {
+		err = mb.ct.SwitchRoot(r.img.Layers)
+	}
 	if err == nil {
 		_, err = mb.cfg.Write(cfg)
 		if cerr := mb.cfg.Close(); err == nil {

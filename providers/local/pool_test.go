@@ -37,22 +37,20 @@ func openPooled(t testing.TB, pool local.Pool) *local.Provider {
 	return p
 }
 
-// warm creates and deletes two sandboxes of spec, so that the pool keeps
-// its key filled, and returns the ready sandboxes' IDs once the pool is full.
+// warm creates and deletes a sandbox of spec, so that the pool keeps its
+// network filled, and returns the ready sandboxes' IDs once the pool is full.
 func warm(t testing.TB, p *local.Provider, spec sandbox.Spec) []string {
 	t.Helper()
 	ctx := testCtx(t)
 	sp := sandbox.NewProvider("local", p)
-	for range 2 { // the pool fills a key from its second Create on
-		sb, err := sp.Create(ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.Delete(ctx); err != nil {
-			t.Fatal(err)
-		}
-		sb.Close()
+	sb, err := sp.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := sb.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
 	ids, err := local.PoolReady(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -185,59 +183,64 @@ func TestPoolClose(t *testing.T) {
 	sh(t, sb, "true")
 }
 
-// Only the most recently used (image, network) keys keep ready
-// sandboxes: asking for another drops the older key's.
-func TestPoolEvictsOldKey(t *testing.T) {
-	if _, err := exec.LookPath("slirp4netns"); err != nil {
-		t.Skip("needs slirp4netns for a second network key: apt-get install slirp4netns")
+// Ready sandboxes have no image: one started ahead of a Create of the
+// default image is handed to a Create of another image, whose root,
+// environment and files it then has, and nothing of the pool's blank root.
+// No Create, no ready sandbox.
+func TestPoolAnyImage(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 1})
+	ctx := testCtx(t)
+	time.Sleep(200 * time.Millisecond) // time enough to start one (~40 ms)
+	if ids, err := local.PoolReady(ctx, p); err != nil || len(ids) != 0 {
+		t.Fatalf("ready before any Create: %v %v", ids, err)
 	}
-	p := openPooled(t, local.Pool{Size: 1, Keys: 1})
-	old := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
-	now := warm(t, p, sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
-	if len(now) != 1 || slices.Contains(now, old[0]) {
-		t.Fatalf("ready after the second key = %v (first key's: %v)", now, old)
+	ready := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	if len(ready) != 1 {
+		t.Fatalf("ready = %v, want one", ready)
 	}
-	assertNoLeftovers(t, old[0])
+	ref := importBare(t)
+	sb := create(t, sandbox.NewProvider("local", p), sandbox.Spec{Image: ref, Env: map[string]string{"X": "y"}})
+	if sb.ID() != ready[0] {
+		t.Fatalf("created %s, want the ready %s: the test proves nothing", sb.ID(), ready[0])
+	}
+	got := sh(t, sb, `ls /lib 2>&1; echo "$X"; ls -a / | tr '\n' ' '; cat /etc/hostname`)
+	want := "ls: /lib: No such file or directory\ny\n. .. .berth bin dev etc home proc root sys tmp usr var " + ready[0]
+	if got != want {
+		t.Errorf("the sandbox from the pool is not the bare image's:\n%q\nwant\n%q", got, want)
+	}
 }
 
-// A key asked for once gets no ready sandbox (Creates from ever new images
-// start none for nothing); asked for twice, it does.
-func TestPoolFillsFromSecondAsk(t *testing.T) {
+// Each network mode has its own ready sandboxes: a public one has slirp's
+// interface, one with none only loopback.
+func TestPoolPerNetwork(t *testing.T) {
+	if _, err := exec.LookPath("slirp4netns"); err != nil {
+		t.Skip("needs slirp4netns: apt-get install slirp4netns")
+	}
 	p := openPooled(t, local.Pool{Size: 1})
+	none := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	public := sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}}
+	both := warm(t, p, public)
+	if len(both) != 2 || !slices.Contains(both, none[0]) {
+		t.Fatalf("ready = %v after a public create, want %s and a public one", both, none[0])
+	}
 	sp := sandbox.NewProvider("local", p)
-	ctx := testCtx(t)
-	ready := func() []string {
-		ids, err := local.PoolReady(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
+	pub := create(t, sp, public)
+	loop := create(t, sp, sandbox.Spec{})
+	if !slices.Contains(both, pub.ID()) || loop.ID() != none[0] {
+		t.Fatalf("created %s and %s, want the ready %v", pub.ID(), loop.ID(), both)
 	}
-	for ask := 1; ask <= 2; ask++ {
-		sb, err := sp.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.Delete(ctx); err != nil {
-			t.Fatal(err)
-		}
-		sb.Close()
-		if ask == 1 {
-			time.Sleep(300 * time.Millisecond) // time enough to start one (~40 ms)
-		}
-		if ids, want := ready(), ask-1; len(ids) != want {
-			t.Fatalf("after %d creates: %d ready sandboxes (%v), want %d", ask, len(ids), ids, want)
-		}
+	if got := sh(t, pub, "ls /sys/class/net | tr '\n' ' '"); got != "lo tap0" {
+		t.Errorf("public sandbox interfaces: %q", got)
 	}
-	if local.PoolHanded(p) != 0 {
-		t.Fatalf("%d creates took a ready sandbox, want 0", local.PoolHanded(p))
+	if got := sh(t, loop, "ls /sys/class/net | tr '\n' ' '"); got != "lo" {
+		t.Errorf("network none sandbox interfaces: %q", got)
 	}
 }
 
 // Bad pool options are refused by New.
 func TestPoolRefusals(t *testing.T) {
 	needRoot(t)
-	for _, pool := range []local.Pool{{Size: -1}, {Size: 65}, {Size: 1, Keys: -1}, {Size: 1, Keys: 17}} {
+	for _, pool := range []local.Pool{{Size: -1}, {Size: 65}} {
 		o := options()
 		o.Pool = pool
 		if _, err := local.New(o); types.ClassOf(err) != types.InvalidArgument {
@@ -288,11 +291,9 @@ func poolHelperMain() int {
 	}
 	ctx := context.Background()
 	p := sandbox.NewProvider("local", d)
-	for i := 0; i < 2 && err == nil; i++ { // the pool fills from the second ask
-		var sb *sandbox.Sandbox
-		if sb, err = p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}); err == nil {
-			err = sb.Delete(ctx)
-		}
+	sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}) // the pool fills from the first ask
+	if err == nil {
+		err = sb.Delete(ctx)
 	}
 	var ids []string
 	if err == nil {

@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +12,31 @@ import (
 )
 
 func openProvider(t *testing.T) *sandbox.Provider {
+	if _, ok := pooledTests.Load(t); ok {
+		return openWarmPool(t)
+	}
 	return sandbox.NewProvider("local", newDriver(t))
+}
+
+// pooledTests are the tests whose openProvider gives a provider with a
+// pool (see TestAttacksPooled).
+var pooledTests sync.Map // *testing.T -> bool
+
+// openWarmPool opens a provider whose pool has two ready sandboxes per
+// network mode, and fails the test at its end unless one was used.
+func openWarmPool(t *testing.T) *sandbox.Provider {
+	t.Helper()
+	d := openPooled(t, local.Pool{Size: 2})
+	warm(t, d, sandbox.Spec{Image: local.DefaultImage})
+	if _, err := exec.LookPath("slirp4netns"); err == nil {
+		warm(t, d, sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
+	}
+	t.Cleanup(func() {
+		if local.PoolHanded(d) == 0 {
+			t.Errorf("no sandbox came from the pool: the test proves nothing about pooled ones")
+		}
+	})
+	return sandbox.NewProvider("local", d)
 }
 
 // TestSuite runs the conformance suite on real sandboxes of the default
