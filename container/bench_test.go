@@ -210,3 +210,33 @@ func BenchmarkPrepareStart(b *testing.B) {
 		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
 	}
 }
+
+// BenchmarkSwitchRoot times SwitchRoot of a container started on a blank
+// root into the busybox rootfs: what a pooled sandbox's Create adds.
+func BenchmarkSwitchRoot(b *testing.B) {
+	needRoot(b)
+	r := testRuntime(b)
+	lower := busyboxRootfs(b)
+	var ds []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c, _ := blankConfig(b)
+		ct, err := r.Create(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		err = ct.SwitchRoot([]string{lower})
+		ds = append(ds, time.Since(t0))
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ct.Delete(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	reportP50(b, ds)
+}

@@ -53,6 +53,11 @@ type Config struct {
 	Limits Limits
 	// Network is NetworkNone (the zero value) or NetworkPublic.
 	Network Network
+	// Blank says that LowerDirs is a blank root (MakeBlankRoot) and that
+	// SwitchRoot will give the container its image: Create makes the
+	// directories SwitchRoot needs ahead, off its clock (a mkdir costs
+	// ~0.4 ms on the CI machine's ext4).
+	Blank bool
 }
 
 // Mount is a bind mount from the host into the container.
@@ -101,6 +106,14 @@ func (c *Config) validate() error {
 	}
 	if err := checkLowers(c.LowerDirs); err != nil {
 		return err
+	}
+	if c.Blank {
+		if len(c.LowerDirs) != 1 {
+			return types.Errorf(types.InvalidArgument, "container %s: a blank container has one lower dir, its blank root", c.ID)
+		}
+		if err := checkAbsDir("blank root", c.LowerDirs[0]+SwitchPoint); err != nil {
+			return err
+		}
 	}
 	if !filepath.IsAbs(c.Dir) {
 		return types.Errorf(types.InvalidArgument, "container dir %q is not absolute", c.Dir)

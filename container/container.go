@@ -56,6 +56,8 @@ type Container struct {
 	proc  *proc  // nil when the init was already gone at Load
 	slirp *slirp // nil unless started by this process
 
+	blank bool // made for SwitchRoot (Config.Blank)
+
 	mu       sync.Mutex
 	deleted  bool
 	switched bool // SwitchRoot gave it its root
@@ -121,7 +123,12 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 func (ct *Container) path(name string) string { return filepath.Join(ct.dir, name) }
 
 func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
-	for _, d := range []string{upperDir, workDir, rootfsDir, bundleDir, etcDir} {
+	dirs := []string{upperDir, workDir, rootfsDir, bundleDir, etcDir}
+	if c.Blank {
+		dirs = append(dirs, rootUpperDir, rootWorkDir, rootDir)
+		ct.blank = true
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(ct.path(d), 0o755); err != nil {
 			return err
 		}

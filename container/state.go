@@ -19,11 +19,10 @@ type state struct {
 	Pid       int               `json:"pid"`
 	StartTime uint64            `json:"start_time"`
 	Cgroups   map[string]string `json:"cgroups"`
-	Switched  bool              `json:"switched,omitempty"`
 }
 
 func (ct *Container) save() error {
-	b, err := json.Marshal(state{ID: ct.id, Binary: ct.bin, Pid: ct.pid, StartTime: ct.start, Cgroups: ct.cgroups, Switched: ct.switched})
+	b, err := json.Marshal(state{ID: ct.id, Binary: ct.bin, Pid: ct.pid, StartTime: ct.start, Cgroups: ct.cgroups})
 	if err != nil {
 		return err
 	}
@@ -62,7 +61,7 @@ func (r Runtime) Load(ctx context.Context, dir string) (*Container, error) {
 			return nil, err
 		}
 	}
-	ct := &Container{rt: r, bin: bin, id: st.ID, dir: dir, pid: st.Pid, start: st.StartTime, cgroups: st.Cgroups, switched: st.Switched}
+	ct := &Container{rt: r, bin: bin, id: st.ID, dir: dir, pid: st.Pid, start: st.StartTime, cgroups: st.Cgroups}
 	p, err := openProc(st.Pid, st.StartTime)
 	switch {
 	case err == nil:

@@ -36,8 +36,8 @@ func MakeBlankRoot(dir string) error {
 	return nil
 }
 
-// SwitchRoot gives a container started on a blank root (Config.LowerDirs
-// being one directory made by MakeBlankRoot) the root filesystem it would
+// SwitchRoot gives a container started on a blank root (Config.Blank, and
+// Config.LowerDirs one directory made by MakeBlankRoot) the root filesystem it would
 // have had if Create had been given lowers: an overlay of lowers and a new
 // upper directory, mounted on the host as Create mounts one. Every mount the
 // runtime made inside (proc, dev and their masks, sys, the /etc files, the
@@ -66,6 +66,8 @@ func (ct *Container) SwitchRoot(lowers []string) error {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	switch {
+	case !ct.blank:
+		return types.Errorf(types.InvalidArgument, "container %s was not made blank (Config.Blank)", ct.id)
 	case ct.deleted:
 		return types.Errorf(types.NotFound, "container %s: %w", ct.id, errDeleted)
 	case ct.switched:
@@ -77,15 +79,10 @@ func (ct *Container) SwitchRoot(lowers []string) error {
 		return fmt.Errorf("switch root of container %s: %w", ct.id, err)
 	}
 	ct.switched = true
-	return ct.save()
+	return nil
 }
 
 func (ct *Container) switchRoot(lowers []string) error {
-	for _, d := range []string{rootUpperDir, rootWorkDir, rootDir} {
-		if err := os.Mkdir(ct.path(d), 0o755); err != nil {
-			return err
-		}
-	}
 	root := ct.path(rootDir)
 	if err := mountOverlay(lowers, ct.path(rootUpperDir), ct.path(rootWorkDir), root); err != nil {
 		return err

@@ -10,11 +10,13 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // blankConfig is agentConfig on a blank root, with a read-only bind mount
 // of a host directory at /data.
-func blankConfig(t *testing.T) (Config, string) {
+func blankConfig(t testing.TB) (Config, string) {
 	t.Helper()
 	c, sock := agentConfig(t)
 	blank := filepath.Join(t.TempDir(), "blank")
@@ -26,6 +28,7 @@ func blankConfig(t *testing.T) (Config, string) {
 		t.Fatal(err)
 	}
 	c.LowerDirs = []string{blank}
+	c.Blank = true
 	c.Mounts = []Mount{{Source: data, Target: "/data", ReadOnly: true}}
 	return c, sock
 }
@@ -133,9 +136,35 @@ func TestSwitchRootRefusals(t *testing.T) {
 			t.Errorf("SwitchRoot(%q) succeeded", lowers)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(ct.Dir(), rootDir)); !os.IsNotExist(err) {
-		t.Errorf("a refused switch made %s (%v)", rootDir, err)
+	if mounts := mountsAt(t, filepath.Join(ct.Dir(), rootDir)); mounts != 0 {
+		t.Errorf("a refused switch left %d mounts", mounts)
 	}
+	// Only a container made blank switches, and only a blank root makes one.
+	plain, _ := agentConfig(t)
+	if err := create(t, r, plain).SwitchRoot([]string{busyboxRootfs(t)}); types.ClassOf(err) != types.InvalidArgument {
+		t.Errorf("switch of a container not made blank: %v", err)
+	}
+	plain, _ = agentConfig(t)
+	plain.Blank = true
+	if _, err := r.Create(context.Background(), plain); types.ClassOf(err) != types.InvalidArgument {
+		t.Errorf("a blank container on an image: %v", err)
+	}
+}
+
+// mountsAt counts the host's mounts on p.
+func mountsAt(t *testing.T, p string) int {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == p {
+			n++
+		}
+	}
+	return n
 }
 
 // The main thread, when the scheduler runs inMountNS's goroutine there,

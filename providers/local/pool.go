@@ -288,6 +288,7 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, netw
 	mb.ct, err = p.rt.Create(ctx, container.Config{
 		ID:         mb.id,
 		LowerDirs:  []string{p.blankRoot()},
+		Blank:      true,
 		Dir:        filepath.Join(p.dir(mb.id), containerDir),
 		Init:       append(slices.Clone(run.argv), "agent"),
 		InitBinary: run.initBinary,
