@@ -106,8 +106,8 @@
 // read EOF on the pipe and exit, its lock goes, and Reap removes what is
 // left as for any creator that died mid-create. Specs whose user runs the
 // agent itself (a numeric uid without a passwd entry) are always created
-// cold, as are sandboxes whose root switch fails (one more is tried, then
-// the cold path).
+// cold, and so is a sandbox whose ready one failed to take its Spec (that
+// one is removed).
 //
 // # The agent binary
 //

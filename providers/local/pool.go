@@ -330,7 +330,7 @@ type poolRequest struct {
 // fromPool hands a ready sandbox to Create, or returns nil when there is
 // none (no pool, none ready, or a Spec a ready one cannot take), and
 // Create starts one itself. A ready one that fails to take its Spec is
-// removed and the next is tried.
+// removed, and Create starts one itself too.
 func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	// An agent running as a numeric uid without a passwd entry is fixed
 	// at start; pooled agents run as root and switch per command.
@@ -351,25 +351,25 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	if err != nil {
 		return nil // Create's own path reports it
 	}
-	for ctx.Err() == nil {
-		mb := p.pool.take(r.network)
-		if mb == nil {
-			return nil
-		}
-		m := &meta{
-			ID: mb.id, Image: r.img.Ref, ImageID: r.img.ID, Labels: r.spec.Labels,
-			Created: now.UTC(), Expires: cfg.Deadline,
-			Token: token, Socket: filepath.Join(p.dir(mb.id), socketFile),
-			WorkDir: r.workDir, Network: string(r.spec.Network.Mode),
-		}
-		h, err := p.claim(ctx, mb, m, r, b)
-		if err == nil {
-			p.pool.handed.Add(1)
-			return h
-		}
-		p.log.Warn("local: a pooled sandbox failed to start its Spec; trying another", "id", mb.id, "error", err)
+	mb := p.pool.take(r.network)
+	if mb == nil {
+		return nil
 	}
-	return nil
+	m := &meta{
+		ID: mb.id, Image: r.img.Ref, ImageID: r.img.ID, Labels: r.spec.Labels,
+		Created: now.UTC(), Expires: cfg.Deadline,
+		Token: token, Socket: filepath.Join(p.dir(mb.id), socketFile),
+		WorkDir: r.workDir, Network: string(r.spec.Network.Mode),
+	}
+	h, err := p.claim(ctx, mb, m, r, b)
+	if err != nil {
+		// Not another ready one: the cause may be the image (its layers
+		// removed meanwhile), and the cold path reports it.
+		p.log.Warn("local: a pooled sandbox failed to start its Spec; creating one cold", "id", mb.id, "error", err)
+		return nil
+	}
+	p.pool.handed.Add(1)
+	return h
 }
 
 // claim gives a member its Spec: limits in its cgroups, the image as its

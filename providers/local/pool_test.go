@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"archive/tar"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/berth-sh/berth/internal/testimage"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -343,5 +347,38 @@ func TestPoolOwnerKilled(t *testing.T) {
 			t.Errorf("Reap = %v, want %s among them", reaped, id)
 		}
 		assertNoLeftovers(t, id)
+	}
+}
+
+// A ready sandbox that cannot take its Spec (an image whose /etc is a
+// symlink loop, so no mount point can be made in it) is removed, leaving
+// nothing, and Create goes the cold way, which reports the image's fault.
+// The pool refills.
+func TestPoolClaimFails(t *testing.T) {
+	p := openPooled(t, local.Pool{Size: 1})
+	ready := warm(t, p, sandbox.Spec{Image: local.DefaultImage})
+	host := testimage.Serve(t, map[string]v1.Image{
+		"loop/etc:1": testimage.Image(t, v1.Config{Cmd: []string{"sh"}},
+			testimage.Layer(t, testimage.Entry{Name: "etc", Type: tar.TypeSymlink, Link: "etc"})),
+	})
+	sp := sandbox.NewProvider("local", p)
+	ctx := testCtx(t)
+	sb, err := sp.Create(ctx, sandbox.Spec{Image: host + "/loop/etc:1"})
+	if err == nil {
+		sb.Delete(ctx)
+		sb.Close()
+		t.Fatal("a sandbox whose /etc loops was created")
+	}
+	t.Logf("%v", err)
+	if local.PoolHanded(p) != 0 {
+		t.Errorf("Create counts a ready sandbox as handed out")
+	}
+	assertNoLeftovers(t, ready[0])
+	now, err := local.PoolReady(ctx, p)
+	if err != nil || len(now) != 1 || now[0] == ready[0] {
+		t.Fatalf("pool after the failure: %v %v, want one new ready sandbox", now, err)
+	}
+	if sh(t, create(t, sp, sandbox.Spec{}), "echo ok") != "ok" {
+		t.Error("the refilled pool's sandbox does not work")
 	}
 }
