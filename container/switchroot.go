@@ -2,11 +2,15 @@ package container
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -25,15 +29,74 @@ const (
 // before the container's mount namespace pivots into it.
 const SwitchPoint = "/.switch-root"
 
-// MakeBlankRoot makes dir, when missing, the one lower directory of
-// containers that start with no image and get one later from SwitchRoot.
-// It is empty but for SwitchPoint; the runtime makes its mount points in
-// each container's upper directory, as for an image.
-func MakeBlankRoot(dir string) error {
-	if err := os.MkdirAll(dir+SwitchPoint, 0o755); err != nil {
-		return fmt.Errorf("make blank root: %w", err)
+// MakeBlankRoot returns a blank root for containers configured as c, to
+// be their one lower directory (Config.Blank): a directory under dir that
+// holds SwitchPoint and the mount points of c (proc, dev, sys, the /etc
+// files, the init binary and c.Mounts), so that the runtime writes nothing
+// into each container's upper directory and teardown has nothing there to
+// remove. It is made once per set of mount points (dir/<digest>), by a
+// rename, and never changed after: a lower directory must not change under
+// a mounted overlay.
+func MakeBlankRoot(dir string, c *Config) (string, error) {
+	type point struct {
+		path string
+		dir  bool
 	}
-	return nil
+	points := []point{{SwitchPoint, true}, {"/proc", true}, {"/dev", true}, {"/sys", true}}
+	for _, f := range etcFiles {
+		points = append(points, point{path.Join("/etc", f), false})
+	}
+	if c.InitBinary != "" && len(c.Init) > 0 {
+		points = append(points, point{path.Clean(c.Init[0]), false})
+	}
+	for _, m := range c.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return "", types.Errorf(types.InvalidArgument, "mount source: %w", err)
+		}
+		points = append(points, point{path.Clean(m.Target), fi.IsDir()})
+	}
+	sort.Slice(points, func(i, j int) bool { return points[i].path < points[j].path })
+	h := sha256.New()
+	for _, p := range points {
+		fmt.Fprintf(h, "%s %t\n", p.path, p.dir)
+	}
+	root := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(root); err == nil {
+		return root, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("make blank root: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("make blank root: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone after the rename
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("make blank root: %w", err)
+	}
+	for _, p := range points {
+		full := filepath.Join(tmp, p.path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", fmt.Errorf("make blank root: %w", err)
+		}
+		if p.dir {
+			err = os.MkdirAll(full, 0o755)
+		} else {
+			err = os.WriteFile(full, nil, 0o644)
+		}
+		if err != nil {
+			return "", fmt.Errorf("make blank root: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, root); err != nil {
+		if _, serr := os.Stat(root); serr == nil {
+			return root, nil // another process made it first
+		}
+		return "", fmt.Errorf("make blank root: %w", err)
+	}
+	return root, nil
 }
 
 // SwitchRoot gives a container started on a blank root (Config.Blank, and

@@ -19,17 +19,17 @@ import (
 func blankConfig(t testing.TB) (Config, string) {
 	t.Helper()
 	c, sock := agentConfig(t)
-	blank := filepath.Join(t.TempDir(), "blank")
-	if err := MakeBlankRoot(blank); err != nil {
-		t.Fatal(err)
-	}
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "f"), []byte("from the host"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	c.Mounts = []Mount{{Source: data, Target: "/data", ReadOnly: true}}
+	blank, err := MakeBlankRoot(filepath.Join(fixtureDir, "blank"), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.LowerDirs = []string{blank}
 	c.Blank = true
-	c.Mounts = []Mount{{Source: data, Target: "/data", ReadOnly: true}}
 	return c, sock
 }
 
@@ -45,6 +45,14 @@ func TestSwitchRoot(t *testing.T) {
 	ct := create(t, r, c)
 	if _, err := agentGetErr(sock, "/exec?arg=/bin/sh&arg=-c&arg=true"); err == nil {
 		t.Fatal("the blank root runs /bin/sh")
+	}
+	// Every mount point is in the blank root: the runtime wrote nothing
+	// into the upper directory, and teardown has nothing there to remove.
+	if ents, err := os.ReadDir(filepath.Join(ct.Dir(), upperDir)); err != nil || len(ents) != 0 {
+		t.Fatalf("upper dir of a blank container: %v %v, want empty", ents, err)
+	}
+	if again, err := MakeBlankRoot(filepath.Dir(c.LowerDirs[0]), &c); err != nil || again != c.LowerDirs[0] {
+		t.Fatalf("MakeBlankRoot again = %q %v, want %q", again, err, c.LowerDirs[0])
 	}
 	lower := busyboxRootfs(t)
 	if err := ct.SwitchRoot([]string{lower}); err != nil {

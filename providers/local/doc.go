@@ -17,6 +17,7 @@
 //
 //	<state>/images, <state>/layers   the image store (package image)
 //	<state>/runc                     the OCI runtime's --root
+//	<state>/blank/<digest>/           pooled sandboxes' root before Create (see Pool)
 //	<state>/builds/<key>.lock        taken while an image of that key builds
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
@@ -82,7 +83,7 @@
 // commands.
 //
 // A ready sandbox is a running container on a blank root (an empty lower
-// directory, <state>/blank), whose agent has started (runtime and package
+// directory under <state>/blank), whose agent has started (runtime and package
 // inits done) and blocks reading its config pipe, whose write end only the
 // pool's process holds. Create takes one for its network mode, writes the
 // Spec's limits into its cgroups, and switches its root to the image's

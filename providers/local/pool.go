@@ -221,9 +221,6 @@ func (p *Provider) newMember(ctx context.Context, network container.Network) (*m
 	if err != nil {
 		return nil, err
 	}
-	if err := container.MakeBlankRoot(p.blankRoot()); err != nil {
-		return nil, err
-	}
 	id, dir, lock, err := p.newDir()
 	if err != nil {
 		return nil, err
@@ -241,9 +238,10 @@ func (p *Provider) newMember(ctx context.Context, network container.Network) (*m
 	return mb, nil
 }
 
-// blankRoot is the lower directory of every pooled sandbox until its
-// Create switches it to the image's.
-func (p *Provider) blankRoot() string { return filepath.Join(filepath.Dir(p.sandboxes), "blank") }
+// blankDir, in the state directory, holds the blank roots of pooled
+// sandboxes (container.MakeBlankRoot), their lower directory until a
+// Create switches them to its image's.
+const blankDir = "blank"
 
 // waitConfigRead waits, up to agentReadyTimeout, until a thread of the
 // agent pid is blocked reading its config fd: then its runtime and package
@@ -285,9 +283,8 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, netw
 	}
 	defer r.Close()
 	mb.cfg = w
-	mb.ct, err = p.rt.Create(ctx, container.Config{
+	c := container.Config{
 		ID:         mb.id,
-		LowerDirs:  []string{p.blankRoot()},
 		Blank:      true,
 		Dir:        filepath.Join(p.dir(mb.id), containerDir),
 		Init:       append(slices.Clone(run.argv), "agent"),
@@ -296,8 +293,13 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, netw
 		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
 		Limits:     container.Limits{Pids: p.opts.Pids},
 		Network:    network,
-	})
+	}
+	blank, err := container.MakeBlankRoot(filepath.Join(filepath.Dir(p.sandboxes), blankDir), &c)
 	if err != nil {
+		return err
+	}
+	c.LowerDirs = []string{blank}
+	if mb.ct, err = p.rt.Create(ctx, c); err != nil {
 		return fmt.Errorf("start pooled sandbox %s: %w", mb.id, err)
 	}
 	return nil
