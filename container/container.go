@@ -260,24 +260,20 @@ func (ct *Container) Dir() string { return ct.dir }
 // overlay mount; SwitchRoot's once it ran). Writing through it from the
 // host follows symlinks the container planted: use it only for trusted,
 // read-mostly work.
-func (ct *Container) Rootfs() string {
-	ct.mu.Lock()
-	defer ct.mu.Unlock()
-	if ct.switched {
-		return ct.path(rootDir)
-	}
-	return ct.path(rootfsDir)
-}
+func (ct *Container) Rootfs() string { return ct.rootPath(rootfsDir, rootDir) }
 
 // UpperDir returns the host path of the overlay's upper directory, which
 // holds what the container wrote.
-func (ct *Container) UpperDir() string {
+func (ct *Container) UpperDir() string { return ct.rootPath(upperDir, rootUpperDir) }
+
+// rootPath is the path of name, or of switched once SwitchRoot ran.
+func (ct *Container) rootPath(name, switched string) string {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.switched {
-		return ct.path(rootUpperDir)
+		return ct.path(switched)
 	}
-	return ct.path(upperDir)
+	return ct.path(name)
 }
 
 // LogPath returns the file the init's stdout and stderr go to.
