@@ -28,13 +28,34 @@ func buildProvider(t *testing.T) (*sandbox.Provider, *syncbuf.Buffer) {
 	logs := &syncbuf.Buffer{}
 	o := options()
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	_, pooled := pooledTests.Load(t)
+	if pooled {
+		o.Pool = local.Pool{Size: 1}
+	}
 	d, err := local.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := sandbox.NewProvider("local", d)
 	t.Cleanup(func() { p.Close() })
+	if pooled {
+		warm(t, d, sandbox.Spec{Image: local.DefaultImage})
+		t.Cleanup(func() {
+			if local.PoolHanded(d) == 0 {
+				t.Errorf("no sandbox came from the pool: the test proves nothing about pooled ones")
+			}
+		})
+	}
 	return p, logs
+}
+
+// A build whose sandbox comes from the pool (its root switched to the base
+// image at Create) commits the same layer: the image's files, none of the
+// mount points.
+func TestBuildDockerfilePooled(t *testing.T) {
+	pooledTests.Store(t, true)
+	defer pooledTests.Delete(t)
+	TestBuildDockerfile(t)
 }
 
 // writeContext writes files (path -> body; a body starting with "->" makes
