@@ -100,7 +100,7 @@ the provider as its TTL. Stopping the server deletes its sandboxes.`,
 	a.backendFlag(cmd, &backend)
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:3000", "listen address (host:port; port 0 picks one)")
-	f.IntVar(&pool, "pool", 2, "sandboxes kept started ahead of create for each template created from twice, where the provider can (local); 0 for none")
+	f.IntVar(&pool, "pool", 2, "sandboxes kept started ahead of create, of any template, per network mode, where the provider can (local); 0 for none")
 	f.StringVar(&keyFile, "api-keys", "~/.config/berth/serve_api_keys", "API key file, one key per line (created with a new key if absent)")
 	f.StringVar(&domain, "domain", "localhost", "sandbox domain returned to clients; routes Host <port>-<id>.DOMAIN")
 	f.StringArrayVar(&templates, "template", nil, "templateID=image (repeatable)")
