@@ -282,6 +282,15 @@ func execIn(t testing.TB, r Runtime, ct *Container, argv ...string) (string, int
 	return string(out), 0
 }
 
+// deleteGone deletes ct, which must succeed and leave nothing (assertGone).
+func deleteGone(t testing.TB, r Runtime, ct *Container) {
+	t.Helper()
+	if err := ct.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, r, ct)
+}
+
 // assertGone checks that nothing of ct is left on the host: no mount under
 // its dir, no cgroup dir, no process, no runtime state, no dir.
 func assertGone(t testing.TB, r Runtime, ct *Container) {

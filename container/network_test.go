@@ -39,10 +39,7 @@ func TestNetworkPublicSlirp(t *testing.T) {
 	}
 
 	slirpPid := ct.slirp.cmd.Process.Pid
-	if err := ct.Delete(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, r, ct)
+	deleteGone(t, r, ct)
 	if _, err := procStartTime(slirpPid); err == nil {
 		t.Errorf("slirp4netns %d left running", slirpPid)
 	}

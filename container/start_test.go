@@ -55,10 +55,7 @@ func TestPreparedDeleteLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ct.Delete(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, r, ct)
+	deleteGone(t, r, ct)
 	if err := ct.Start(context.Background()); err == nil {
 		t.Errorf("Start after Delete succeeded")
 	}
