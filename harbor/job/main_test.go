@@ -1,15 +1,10 @@
 package job_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/berth-sh/berth/internal/testbin"
 )
 
 // TestMain removes the berth binary the local tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -123,6 +124,15 @@ func sweep() {
 			os.RemoveAll(d)
 		}
 	}
+}
+
+// Main is the TestMain of a package that needs nothing else at its end:
+// it runs the tests, removes the binaries they built and exits with their
+// code.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
 }
 
 // Cleanup removes the built binaries; call it at the end of TestMain.
