@@ -201,8 +201,9 @@ func logTail(p string) string {
 	return string(b)
 }
 
-// mergeEnv is the image's environment with the Spec's on top, sorted by name.
-func mergeEnv(base []string, over map[string]string) []string {
+// envMap is the image's environment ("KEY=value" entries) with the Spec's
+// on top.
+func envMap(base []string, over map[string]string) map[string]string {
 	vals := map[string]string{}
 	for _, kv := range base {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
@@ -212,6 +213,12 @@ func mergeEnv(base []string, over map[string]string) []string {
 	for k, v := range over {
 		vals[k] = v
 	}
+	return vals
+}
+
+// mergeEnv is envMap as entries sorted by name.
+func mergeEnv(base []string, over map[string]string) []string {
+	vals := envMap(base, over)
 	out := make([]string, 0, len(vals))
 	for k, v := range vals {
 		out = append(out, k+"="+v)

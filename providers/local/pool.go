@@ -343,11 +343,7 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	now := time.Now()
 	// The agent started with no image: the image's environment comes
 	// with the Spec's, as a cold start has both in the init's.
-	env := map[string]string{}
-	for _, kv := range mergeEnv(r.img.Config.Env, r.spec.Env) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := envMap(r.img.Config.Env, r.spec.Env)
 	cfg := agentinit.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: env}
 	b, err := agentinit.EncodeConfig(cfg)
 	if err != nil {
