@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,8 +32,8 @@ const SwitchPoint = "/.switch-root"
 
 // MakeBlankRoot returns a blank root for containers configured as c, to
 // be their one lower directory (Config.Blank): a directory under dir that
-// holds SwitchPoint and the mount points of c (proc, dev, sys, the /etc
-// files, the init binary and c.Mounts), so that the runtime writes nothing
+// holds SwitchPoint and the mount points of c's spec (proc, dev, sys, the
+// /etc files, the init binary and c.Mounts), so that the runtime writes nothing
 // into each container's upper directory and teardown has nothing there to
 // remove. It is made once per set of mount points (dir/<digest>), by a
 // rename, and never changed after: a lower directory must not change under
@@ -42,19 +43,25 @@ func MakeBlankRoot(dir string, c *Config) (string, error) {
 		path string
 		dir  bool
 	}
-	points := []point{{SwitchPoint, true}, {"/proc", true}, {"/dev", true}, {"/sys", true}}
-	for _, f := range etcFiles {
-		points = append(points, point{path.Join("/etc", f), false})
-	}
-	if c.InitBinary != "" && len(c.Init) > 0 {
-		points = append(points, point{path.Clean(c.Init[0]), false})
-	}
-	for _, m := range c.Mounts {
-		fi, err := os.Stat(m.Source)
-		if err != nil {
-			return "", types.Errorf(types.InvalidArgument, "mount source: %w", err)
+	// The spec's own list, less what lands inside another mount
+	// (dev/pts and the like live in dev's tmpfs).
+	points := []point{{SwitchPoint, true}}
+	var tops []string
+	for _, m := range mounts(c, filepath.Join(c.Dir, etcDir)) {
+		dest := path.Clean(m.Destination)
+		if slices.ContainsFunc(tops, func(top string) bool { return strings.HasPrefix(dest, top+"/") }) {
+			continue
 		}
-		points = append(points, point{path.Clean(m.Target), fi.IsDir()})
+		tops = append(tops, dest)
+		dir := m.Type != "bind"
+		if m.Type == "bind" {
+			// A file unless the source is a directory: the /etc files,
+			// written at Create, do not exist yet.
+			if fi, err := os.Stat(m.Source); err == nil {
+				dir = fi.IsDir()
+			}
+		}
+		points = append(points, point{dest, dir})
 	}
 	sort.Slice(points, func(i, j int) bool { return points[i].path < points[j].path })
 	h := sha256.New()
