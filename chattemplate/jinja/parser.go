@@ -31,7 +31,10 @@ type (
 		callee node
 		args   []node
 	}
-	kwargNode    struct{ key string; val node }
+	kwargNode struct {
+		key string
+		val node
+	}
 	spreadNode   struct{ arg node } // *args
 	kwSpreadNode struct{ arg node } // **kwargs
 	binaryNode   struct {

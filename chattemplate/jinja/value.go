@@ -227,7 +227,7 @@ func (v Value) jsString() (string, error) {
 }
 
 type jsonOptions struct {
-	indent     int // 0: none
+	indent      int // 0: none
 	ensureASCII bool
 	sortKeys    bool
 	itemSep     string
