@@ -26,6 +26,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/dlclark/regexp2/v2 v2.13.0
+
 require (
 	github.com/aristanetworks/gomap v0.0.0-20230726210543-f4e41046dced // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/text/cases"
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
+
+	"github.com/berth-sh/berth/internal/jsstr"
 )
 
 // This file holds the pieces of JavaScript semantics the reference engine
@@ -21,18 +23,10 @@ import (
 func decodeRune(s string) (rune, int) { return utf8.DecodeRuneInString(s) }
 func lastRune(s string) (rune, int)   { return utf8.DecodeLastRuneInString(s) }
 
-// isJSSpace is JavaScript's \s (WhiteSpace and LineTerminator).
-func isJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
-}
-
-func jsTrim(s string) string      { return strings.TrimFunc(s, isJSSpace) }
-func jsTrimStart(s string) string { return strings.TrimLeftFunc(s, isJSSpace) }
-func jsTrimEnd(s string) string   { return strings.TrimRightFunc(s, isJSSpace) }
+func isJSSpace(r rune) bool       { return jsstr.IsSpace(r) }
+func jsTrim(s string) string      { return jsstr.Trim(s) }
+func jsTrimStart(s string) string { return jsstr.TrimStart(s) }
+func jsTrimEnd(s string) string   { return jsstr.TrimEnd(s) }
 
 var (
 	upperCaser = cases.Upper(language.Und)
