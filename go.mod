@@ -5,8 +5,8 @@ go 1.26.8
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0 // ~/.modal.toml profiles, read as the Modal client reads them
-	github.com/coder/websocket v1.8.15
-	github.com/dlclark/regexp2/v2 v2.13.0 // tokenizer pre-tokenizer regexes: lookahead and JavaScript's \s (ECMAScript mode) // Daytona toolbox log streams are websockets
+	github.com/coder/websocket v1.8.15 // Daytona toolbox log streams are websockets
+	github.com/dlclark/regexp2/v2 v2.13.0 // tokenizer pre-tokenizer regexes: lookahead and JavaScript's \s (ECMAScript mode)
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/nftables v0.3.0 // egress filter in a public sandbox netns, over netlink (no nft binary)
 	github.com/klauspost/compress v1.20.4 // zstd image layers
