@@ -27,7 +27,13 @@ function render(template, vars) {
   }
 }
 
-const specialTokens = { eos_token: tokenizerConfig.eos_token, pad_token: tokenizerConfig.pad_token };
+// The special-token variables apply_chat_template passes (transformers.js's
+// SPECIAL_TOKEN_ATTRIBUTES, read as its getToken reads them).
+const specialTokens = {};
+for (const key of ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]) {
+  const item = tokenizerConfig[key];
+  if (item) specialTokens[key] = typeof item === "object" ? item.content : item;
+}
 
 const modes = {
   encode: () => request.map(encode),
