@@ -79,7 +79,11 @@ type conversation struct {
 // run drives one session for turns turns (the last asks to finish),
 // streaming on the given turns and retrying the given turns once.
 func (e *testEnv) run(id, tag string, turns int, streamOn, retryOn func(int) bool) *conversation {
-	e.t.Helper()
+	return e.runT(e.t, id, tag, turns, streamOn, retryOn)
+}
+
+func (e *testEnv) runT(t testing.TB, id, tag string, turns int, streamOn, retryOn func(int) bool) *conversation {
+	t.Helper()
 	c := &conversation{msgs: []any{
 		map[string]any{"role": "system", "content": "You are a careful agent. Use the tools."},
 		map[string]any{"role": "user", "content": "Investigate /tmp for " + tag + " and report."},
@@ -90,11 +94,11 @@ func (e *testEnv) run(id, tag string, turns int, streamOn, retryOn func(int) boo
 		} else if turn == turns/2 {
 			c.msgs = append(c.msgs, map[string]any{"role": "system", "content": "Reminder: be brief."})
 		}
-		asst := e.chat(id, c.msgs, agentTools, streamOn(turn))
+		asst := e.chatT(t, id, c.msgs, agentTools, streamOn(turn))
 		if retryOn(turn) {
 			// The agent retries the same request: the server rolls back the
 			// turn it just recorded and records the new one.
-			asst = e.chat(id, c.msgs, agentTools, false)
+			asst = e.chatT(t, id, c.msgs, agentTools, false)
 		}
 		c.msgs = append(c.msgs, asst)
 		c.turns++

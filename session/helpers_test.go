@@ -74,10 +74,14 @@ func newEnv(t testing.TB, script testengine.Script, eo testengine.Options, mutat
 
 // post sends JSON and returns the status and body.
 func (e *testEnv) post(path string, body any, header ...string) (int, []byte) {
-	e.t.Helper()
+	return e.postT(e.t, path, body, header...)
+}
+
+func (e *testEnv) postT(t testing.TB, path string, body any, header ...string) (int, []byte) {
+	t.Helper()
 	data, err := json.Marshal(body)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, e.url+path, bytes.NewReader(data))
 	req.Header.Set("Content-Type", "application/json")
@@ -86,7 +90,7 @@ func (e *testEnv) post(path string, body any, header ...string) (int, []byte) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
@@ -105,7 +109,11 @@ func (e *testEnv) create() string {
 // chat runs one turn as an OpenAI client would and returns the assistant
 // message it got; a streaming client reassembles it from the SSE chunk.
 func (e *testEnv) chat(id string, msgs []any, tools []any, stream bool) map[string]any {
-	e.t.Helper()
+	return e.chatT(e.t, id, msgs, tools, stream)
+}
+
+func (e *testEnv) chatT(t testing.TB, id string, msgs []any, tools []any, stream bool) map[string]any {
+	t.Helper()
 	body := map[string]any{"model": "qwen3", "messages": msgs, "temperature": 0}
 	if tools != nil {
 		body["tools"] = tools
@@ -114,12 +122,12 @@ func (e *testEnv) chat(id string, msgs []any, tools []any, stream bool) map[stri
 		body["stream"] = true
 		body["stream_options"] = map[string]any{"include_usage": true}
 	}
-	status, out := e.post("/sessions/"+id+"/v1/chat/completions", body)
+	status, out := e.postT(t, "/sessions/"+id+"/v1/chat/completions", body)
 	if status != http.StatusOK {
-		e.t.Fatalf("chat: %d %s", status, out)
+		t.Fatalf("chat: %d %s", status, out)
 	}
 	if stream {
-		return reassemble(e.t, out)
+		return reassemble(t, out)
 	}
 	var resp struct {
 		Choices []struct {
@@ -127,7 +135,7 @@ func (e *testEnv) chat(id string, msgs []any, tools []any, stream bool) map[stri
 		} `json:"choices"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil || len(resp.Choices) == 0 {
-		e.t.Fatalf("chat reply: %v %s", err, out)
+		t.Fatalf("chat reply: %v %s", err, out)
 	}
 	return resp.Choices[0].Message
 }
