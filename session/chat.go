@@ -34,6 +34,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 type turnRequest struct {
 	fields    map[string]json.RawMessage // forwarded upstream
 	stream    bool
+	raw       []json.RawMessage
 	messages  []tito.Message
 	tools     []jinja.Value
 	kwargs    tito.Kwargs
@@ -53,13 +54,7 @@ func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, err
 	if len(raw) > s.opts.MaxMessages {
 		return nil, fmt.Errorf("%w: %d messages, more than %d", tito.ErrInvalid, len(raw), s.opts.MaxMessages)
 	}
-	for i, m := range raw {
-		msg, err := tito.ParseMessage(m)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		t.messages = append(t.messages, msg)
-	}
+	t.raw = raw // parsed under the session's lock, against its history
 	var err error
 	if t.tools, err = tito.ParseTools(fields["tools"]); err != nil {
 		return nil, err
@@ -115,7 +110,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
 		return
 	}
 	before := sess.traj.NumAssistant()
-	prompt, err := sess.traj.Prepare(s.opts.Codec, t.messages, t.tools, t.kwargs, matcher)
+	t.messages, err = sess.traj.ParseRequest(t.raw, matcher)
+	var prompt []int
+	if err == nil {
+		prompt, err = sess.traj.Prepare(s.opts.Codec, t.messages, t.tools, t.kwargs, matcher)
+	}
 	expected := sess.traj.NumAssistant()
 	sess.mu.Unlock()
 	s.metrics.prepare.Observe(time.Since(start).Seconds())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
+	"github.com/berth-sh/berth/session/tito"
 )
 
 func errorOf(t *testing.T, body []byte) string {
@@ -126,13 +127,16 @@ func TestBrokenPrefixIs500WithPosition(t *testing.T) {
 // renderBody renders a request's messages and tools with the session's
 // codec, as an engine that applies the chat template itself would.
 func renderBody(e *testEnv, body map[string]json.RawMessage) (string, error) {
-	var raw []json.RawMessage
-	json.Unmarshal(body["messages"], &raw)
 	t, err := (&Server{opts: Options{Codec: e.codec, MaxMessages: 1 << 20}}).parseTurn(map[string]json.RawMessage{"messages": body["messages"], "tools": body["tools"]})
 	if err != nil {
 		return "", err
 	}
-	return e.codec.Render(t.messages, t.tools, true, t.kwargs)
+	var empty tito.Trajectory
+	msgs, err := empty.ParseRequest(t.raw, tito.Strict)
+	if err != nil {
+		return "", err
+	}
+	return e.codec.Render(msgs, t.tools, true, t.kwargs)
 }
 
 // TestUnknownSessionIs404 on every session route.

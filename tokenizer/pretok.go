@@ -16,7 +16,8 @@ type preStep struct {
 }
 
 type splitter struct {
-	re *regexp2.Regexp
+	re   *regexp2.Regexp
+	fast *fastSplit // the same pattern by hand, for ASCII text; nil for other patterns
 }
 
 // jsCompat rewrites what the reference rewrites before building its
@@ -29,6 +30,7 @@ var jsCompat = strings.NewReplacer(
 // semantics (regexp2's ECMAScript mode with the u flag), as the reference
 // compiles it with new RegExp(pattern, "gu").
 func compileSplit(pattern string) (*splitter, error) {
+	fast := recognize(pattern)
 	pattern = jsCompat.Replace(pattern)
 	// Backtracking depth grows with whitespace runs; inputs are bounded by
 	// the caller, so the engine's own cap would only fail them.
@@ -36,7 +38,7 @@ func compileSplit(pattern string) (*splitter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: pre-tokenizer regex %q: %v", ErrUnsupported, pattern, err)
 	}
-	return &splitter{re: re}, nil
+	return &splitter{re: re, fast: fast}, nil
 }
 
 func regexpQuote(s string) string {
@@ -53,6 +55,49 @@ func regexpQuote(s string) string {
 // pieces splits s: matches and the text between them, in order (the
 // reference's regexSplit), or only the matches when matchOnly.
 func (sp *splitter) pieces(s string, matchOnly bool, out []string) ([]string, error) {
+	if sp.fast != nil {
+		if isASCII(s) {
+			return sp.fast.split(s, out), nil
+		}
+		return sp.hybridPieces(s, out)
+	}
+	return sp.regexPieces(s, matchOnly, out)
+}
+
+// hybridPieces takes each match from the hand-written splitter when it
+// decided on ASCII alone, else the regex's match at the same position.
+func (sp *splitter) hybridPieces(s string, out []string) ([]string, error) {
+	var runes []rune
+	var runeAt, byteAt []int
+	for i := 0; i < len(s); {
+		if n, ok := sp.fast.matchASCII(s, i); ok {
+			out = append(out, s[i:i+n])
+			i += n
+			continue
+		}
+		if runes == nil {
+			runes = []rune(s)
+			byteAt = runeByteOffsets(s, runes)
+			runeAt = make([]int, len(s)+1)
+			for r, b := range byteAt {
+				runeAt[b] = r
+			}
+		}
+		m, err := sp.re.FindRunesMatchStartingAt(runes, runeAt[i])
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
+		}
+		if m == nil || m.RuneIndex != runeAt[i] || m.RuneLength == 0 {
+			return nil, fmt.Errorf("tokenizer: pre-tokenizer: no match at %d", i)
+		}
+		end := byteAt[m.RuneIndex+m.RuneLength]
+		out = append(out, s[i:end])
+		i = end
+	}
+	return out, nil
+}
+
+func (sp *splitter) regexPieces(s string, matchOnly bool, out []string) ([]string, error) {
 	runes := []rune(s)
 	prev := 0
 	byteOff := runeByteOffsets(s, runes)

@@ -212,12 +212,16 @@ func ParseTools(raw json.RawMessage) ([]jinja.Value, error) {
 	return out, nil
 }
 
-func values(msgs []Message) []jinja.Value {
+func values(msgs []Message) ([]jinja.Value, error) {
 	out := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.val
+		v, err := m.val.get()
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %v", ErrInvalid, i, err)
+		}
+		out[i] = v
 	}
-	return out
+	return out, nil
 }
 
 func (c *Codec) render(msgs []jinja.Value, tools []jinja.Value, gen bool, kw Kwargs) (string, error) {
@@ -238,7 +242,11 @@ func (c *Codec) encode(s string) ([]int, error) {
 
 // Render renders msgs as text.
 func (c *Codec) Render(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs) (string, error) {
-	return c.render(values(msgs), tools, gen, kw)
+	vals, err := values(msgs)
+	if err != nil {
+		return "", err
+	}
+	return c.render(vals, tools, gen, kw)
 }
 
 // RenderIDs renders msgs and tokenizes the text.
@@ -276,7 +284,11 @@ func (c *Codec) Increment(last Message, appended []Message, tools []jinja.Value,
 	if err != nil {
 		return nil, err
 	}
-	with, err := c.render(append(base, values(appended)...), tools, true, kw)
+	vals, err := values(appended)
+	if err != nil {
+		return nil, err
+	}
+	with, err := c.render(append(base, vals...), tools, true, kw)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +327,11 @@ func (c *Codec) AssistantIDs(asst Message, tools []jinja.Value, kw Kwargs) ([]in
 	if err != nil {
 		return nil, err
 	}
-	full, err := c.render(append(base, asst.val), tools, false, kw)
+	av, err := asst.val.get()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	full, err := c.render(append(base, av), tools, false, kw)
 	if err != nil {
 		return nil, err
 	}

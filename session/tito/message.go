@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/berth-sh/berth/chattemplate"
 	"github.com/berth-sh/berth/chattemplate/jinja"
@@ -25,10 +26,24 @@ func invalidf(format string, a ...any) error {
 type Message struct {
 	Raw       json.RawMessage
 	Role      string
-	val       jinja.Value
+	val       *lazyValue
 	strict    string
 	loose     string
 	toolCalls json.RawMessage
+}
+
+// lazyValue decodes a message for the template on first use: most stored
+// messages are only ever compared, and a turn renders only the new ones.
+type lazyValue struct {
+	once sync.Once
+	raw  json.RawMessage
+	v    jinja.Value
+	err  error
+}
+
+func (l *lazyValue) get() (jinja.Value, error) {
+	l.once.Do(func() { l.v, l.err = chattemplate.ParseJSON(l.raw) })
+	return l.v, l.err
 }
 
 // Roles a message may have.
@@ -60,15 +75,12 @@ func ParseMessage(raw json.RawMessage) (Message, error) {
 		flat["content"], _ = json.Marshal(text)
 		render = orderedLike(raw, flat)
 	}
-	v, err := chattemplate.ParseJSON(render)
-	if err != nil {
-		return Message{}, invalidf("message: %v", err)
+	if d := jsonDepth(render); d > jinja.MaxJSONDepth {
+		return Message{}, invalidf("message nested %d deep, more than %d", d, jinja.MaxJSONDepth)
 	}
-	m.val = v
-	if m.strict, err = matchKey(fields, false); err != nil {
-		return Message{}, err
-	}
-	if m.loose, err = matchKey(fields, true); err != nil {
+	m.val = &lazyValue{raw: render}
+	var err error
+	if m.strict, m.loose, err = matchKeys(fields); err != nil {
 		return Message{}, err
 	}
 	return m, nil
@@ -126,29 +138,60 @@ func orderedLike(orig json.RawMessage, fields map[string]json.RawMessage) json.R
 }
 
 // Value is the message as the template sees it.
-func (m Message) Value() jinja.Value { return m.val }
+func (m Message) Value() (jinja.Value, error) { return m.val.get() }
 
-// matchKey is the canonical form of the fields a template reads (role,
+// jsonDepth is the nesting depth of a JSON text (valid JSON assumed).
+func jsonDepth(raw []byte) int {
+	depth, most, inStr := 0, 0, false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '[' || c == '{':
+			depth++
+			most = max(most, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return most
+}
+
+// matchKeys are the canonical forms of the fields a template reads (role,
 // content, reasoning_content, tool_calls): empty values (null, "", [])
-// are the same, a tool call's wire-only "index" is ignored, and with
-// loose a tool call's JSON-string arguments compare as the object they
+// are the same, a tool call's wire-only "index" is ignored, and in the
+// loose form a tool call's JSON-string arguments compare as the object they
 // spell.
-func matchKey(fields map[string]json.RawMessage, loose bool) (string, error) {
+func matchKeys(fields map[string]json.RawMessage) (strict, loose string, err error) {
 	key := map[string]any{}
+	var calls any
 	for _, f := range []string{"role", "content", "reasoning_content", "tool_calls"} {
 		v, err := decodeAny(fields[f])
 		if err != nil {
-			return "", invalidf("message %s: %v", f, err)
+			return "", "", invalidf("message %s: %v", f, err)
 		}
 		if f == "tool_calls" {
-			v = normalizeToolCalls(v, loose)
+			calls = v
+			v = normalizeToolCalls(v, false)
 		}
 		if !empty(v) {
 			key[f] = v
 		}
 	}
 	b, err := json.Marshal(key)
-	return string(b), err
+	if err != nil {
+		return "", "", err
+	}
+	strict = string(b)
+	if _, ok := key["tool_calls"]; !ok {
+		return strict, strict, nil
+	}
+	key["tool_calls"] = normalizeToolCalls(calls, true)
+	b, err = json.Marshal(key)
+	return strict, string(b), err
 }
 
 func decodeAny(raw json.RawMessage) (any, error) {

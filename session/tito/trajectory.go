@@ -1,6 +1,7 @@
 package tito
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -51,6 +52,15 @@ type Trajectory struct {
 	checkpoints [][]int // the accumulated ids after each generated turn
 	ends        []int   // message count at each checkpoint
 	records     []Record
+	// alias holds, by index, a client's own spelling of a stored message
+	// that matched it (under the matcher noted), so that the same bytes
+	// need no parse next turn.
+	alias map[int]aliasEntry
+}
+
+type aliasEntry struct {
+	raw json.RawMessage
+	m   Matcher
 }
 
 // Tokens is the accumulated ids at the latest checkpoint (shared: do not
@@ -70,6 +80,28 @@ func (t *Trajectory) Records() []Record { return t.records }
 
 // NumAssistant is the number of generated turns.
 func (t *Trajectory) NumAssistant() int { return len(t.ends) }
+
+// ParseRequest parses a request's messages, reusing the stored message at
+// the same index when the JSON is byte for byte the stored one (clients
+// resend their history verbatim, so only new messages cost a parse).
+func (t *Trajectory) ParseRequest(raws []json.RawMessage, m Matcher) ([]Message, error) {
+	out := make([]Message, len(raws))
+	for i, raw := range raws {
+		if i < len(t.messages) {
+			a, ok := t.alias[i]
+			if bytes.Equal(raw, t.messages[i].Raw) || (ok && a.m == m && bytes.Equal(raw, a.raw)) {
+				out[i] = t.messages[i]
+				continue
+			}
+		}
+		m, err := ParseMessage(raw)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
 
 // Prepare returns the prompt ids for a request's messages: after rolling
 // back at most one generated turn on a retry, the stored ids joined with
@@ -91,6 +123,12 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 	for i, s := range t.messages {
 		if !m.Match(s, req[i]) {
 			return nil, invalidf("message %d (role %s) differs from the stored one (role %s)", i, req[i].Role, s.Role)
+		}
+		if !bytes.Equal(req[i].Raw, s.Raw) {
+			if t.alias == nil {
+				t.alias = map[int]aliasEntry{}
+			}
+			t.alias[i] = aliasEntry{raw: req[i].Raw, m: m}
 		}
 	}
 	appended := req[len(t.messages):]
@@ -138,6 +176,11 @@ func (t *Trajectory) rollback(req []Message, m Matcher) error {
 		end = t.ends[cp]
 	}
 	t.messages = t.messages[:end:end]
+	for i := range t.alias {
+		if i >= end {
+			delete(t.alias, i)
+		}
+	}
 	t.checkpoints = t.checkpoints[: cp+1 : cp+1]
 	t.ends = t.ends[: cp+1 : cp+1]
 	t.records = t.records[: cp+1 : cp+1]
