@@ -64,9 +64,13 @@ func textOf(raw json.RawMessage) (string, error) {
 	return strings.Join(parts, "\n"), nil
 }
 
+// mustJSON encodes v without HTML escaping (token text is full of < and >).
 func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimRight(b.Bytes(), "\n")
 }
 
 // fromAnthropic turns a Messages request into chat completion fields.

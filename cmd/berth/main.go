@@ -114,6 +114,7 @@ for the environment a worker needs.`,
 		a.serveCmd(),
 		a.agentCmd(),
 		a.imageCmd(),
+		a.sessionServerCmd(),
 	)
 	return root
 }

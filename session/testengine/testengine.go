@@ -274,3 +274,23 @@ func (e *Engine) reply(call Call, rep Reply, cached int) ([]byte, error) {
 	err = enc.Encode(resp)
 	return b.Bytes(), err
 }
+
+// Echo is the demo script of `berth session-server --engine test:`: it
+// answers a user message with "You said: ..." and a tool result with its
+// size.
+func Echo(c Call) Reply {
+	var msgs []struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	}
+	json.Unmarshal(c.Body["messages"], &msgs)
+	if len(msgs) == 0 {
+		return Reply{Text: "Hello."}
+	}
+	last := msgs[len(msgs)-1]
+	text, _ := last.Content.(string)
+	if last.Role == "tool" {
+		return Reply{Text: fmt.Sprintf("The tool returned %d bytes.", len(text))}
+	}
+	return Reply{Text: "You said: " + text}
+}
