@@ -38,7 +38,13 @@ const MaxConfigBytes = 16 << 20
 // Load reads the chat template of a model directory: chat_template.jinja
 // when present, else tokenizer_config.json's chat_template (a string, or a
 // list of named templates of which "default" and "tool_use" are used).
-func Load(dir string) (*Template, error) {
+func Load(dir string) (*Template, error) { return load(dir, "") }
+
+// LoadWithTemplate is Load with the template read from templatePath
+// instead (the special-token variables still come from dir).
+func LoadWithTemplate(dir, templatePath string) (*Template, error) { return load(dir, templatePath) }
+
+func load(dir, templatePath string) (*Template, error) {
 	cfg, err := readBounded(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("chattemplate: %w", err)
@@ -52,6 +58,13 @@ func Load(dir string) (*Template, error) {
 		if s, ok := tokenString(c[k]); ok {
 			special[k] = s
 		}
+	}
+	if templatePath != "" {
+		src, err := readBounded(templatePath)
+		if err != nil {
+			return nil, fmt.Errorf("chattemplate: %w", err)
+		}
+		return New(string(src), special)
 	}
 	if src, err := readBounded(filepath.Join(dir, "chat_template.jinja")); err == nil {
 		return New(string(src), special)
