@@ -30,6 +30,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return data, true
 }
 
+// sessionBody finds the request's session and reads its body; it writes
+// the error itself.
+func (s *Server) sessionBody(w http.ResponseWriter, r *http.Request) (*session, []byte, bool) {
+	sess := s.lookup(w, r)
+	if sess == nil {
+		return nil, nil, false
+	}
+	body, ok := s.readBody(w, r)
+	return sess, body, ok
+}
+
 // turnRequest is a parsed chat request.
 type turnRequest struct {
 	fields    map[string]json.RawMessage // forwarded upstream
@@ -71,11 +82,7 @@ func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, err
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
 	start := time.Now()
-	sess := s.lookup(w, r)
-	if sess == nil {
-		return
-	}
-	body, ok := s.readBody(w, r)
+	sess, body, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}

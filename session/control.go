@@ -86,11 +86,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
-	sess := s.lookup(w, r)
-	if sess == nil {
-		return
-	}
-	body, ok := s.readBody(w, r)
+	sess, body, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}
@@ -185,11 +181,7 @@ func (s *Server) assemble(snap snapshot, md Metadata, maxSeqLen *int) (*samples.
 
 // proxy relays any other request under a session to the engine.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
-	sess := s.lookup(w, r)
-	if sess == nil {
-		return
-	}
-	body, ok := s.readBody(w, r)
+	sess, body, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}

@@ -412,34 +412,22 @@ func (p *parser) parseComparison() node {
 	}
 }
 
-func (p *parser) parseAdditive() node {
-	left := p.parseMultiplicative()
-	for p.is(tAdditive) {
+// leftAssoc parses a left-associative level of binary operators of type t.
+func (p *parser) leftAssoc(t tokType, next func() node) node {
+	left := next()
+	for p.is(t) {
 		op := p.toks[p.cur].val
 		p.cur++
-		left = &binaryNode{op: op, left: left, right: p.parseMultiplicative()}
+		left = &binaryNode{op: op, left: left, right: next()}
 	}
 	return left
 }
 
-func (p *parser) parseMultiplicative() node {
-	left := p.parsePower()
-	for p.is(tMultiplicative) {
-		op := p.toks[p.cur].val
-		p.cur++
-		left = &binaryNode{op: op, left: left, right: p.parsePower()}
-	}
-	return left
-}
+func (p *parser) parseAdditive() node { return p.leftAssoc(tAdditive, p.parseMultiplicative) }
 
-func (p *parser) parsePower() node {
-	left := p.parseTest()
-	for p.is(tPower) {
-		p.cur++
-		left = &binaryNode{op: "**", left: left, right: p.parseTest()}
-	}
-	return left
-}
+func (p *parser) parseMultiplicative() node { return p.leftAssoc(tMultiplicative, p.parsePower) }
+
+func (p *parser) parsePower() node { return p.leftAssoc(tPower, p.parseTest) }
 
 func (p *parser) parseTest() node {
 	operand := p.parseFilter()

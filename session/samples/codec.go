@@ -30,14 +30,36 @@ type Payload struct {
 	EmptyReason     string          // "" when there are samples
 }
 
-// sampleMeta is a sample's JSON part, in Miles's field order.
-type sampleMeta struct {
+// sampleFields are a sample's JSON fields, in Miles's order.
+type sampleFields struct {
 	Response        string          `json:"response"`
 	ResponseLength  int             `json:"response_length"`
 	Status          Status          `json:"status"`
 	WeightVersions  []string        `json:"weight_versions"`
 	PrefixCacheInfo PrefixCacheInfo `json:"prefix_cache_info"`
 	Metadata        map[string]any  `json:"metadata"`
+}
+
+func fieldsOf(s Sample) sampleFields {
+	wv, md := s.WeightVersions, s.Metadata
+	if wv == nil {
+		wv = []string{}
+	}
+	if md == nil {
+		md = map[string]any{}
+	}
+	return sampleFields{Response: s.Response, ResponseLength: s.ResponseLength, Status: s.Status, WeightVersions: wv,
+		PrefixCacheInfo: s.PrefixCacheInfo, Metadata: md}
+}
+
+func (f sampleFields) into(s *Sample) {
+	s.Response, s.ResponseLength, s.Status = f.Response, f.ResponseLength, f.Status
+	s.WeightVersions, s.PrefixCacheInfo, s.Metadata = f.WeightVersions, f.PrefixCacheInfo, f.Metadata
+}
+
+// sampleMeta is a sample's part of _samples_meta.
+type sampleMeta struct {
+	sampleFields
 	// Nulls names the tensor fields this server never fills (routing
 	// replay), so that a Miles decoder sets them to None.
 	Nulls []string `json:"nulls"`
@@ -51,26 +73,25 @@ type payloadMeta struct {
 
 var replayNulls = []string{"rollout_routed_experts", "rollout_indexer_topk"}
 
+// tail is the session metadata ({} when unset) and the empty reason
+// (null when there are samples).
+func (p *Payload) tail() (json.RawMessage, *string) {
+	md := p.SessionMetadata
+	if len(md) == 0 {
+		md = json.RawMessage("{}")
+	}
+	if p.EmptyReason == "" {
+		return md, nil
+	}
+	r := p.EmptyReason
+	return md, &r
+}
+
 func (p *Payload) meta() ([]byte, error) {
-	pm := payloadMeta{Samples: []sampleMeta{}, SessionMetadata: p.SessionMetadata}
-	if len(pm.SessionMetadata) == 0 {
-		pm.SessionMetadata = json.RawMessage("{}")
-	}
-	if p.EmptyReason != "" {
-		r := p.EmptyReason
-		pm.EmptyReason = &r
-	}
+	pm := payloadMeta{Samples: []sampleMeta{}}
+	pm.SessionMetadata, pm.EmptyReason = p.tail()
 	for _, s := range p.Samples {
-		wv := s.WeightVersions
-		if wv == nil {
-			wv = []string{}
-		}
-		md := s.Metadata
-		if md == nil {
-			md = map[string]any{}
-		}
-		pm.Samples = append(pm.Samples, sampleMeta{Response: s.Response, ResponseLength: s.ResponseLength, Status: s.Status,
-			WeightVersions: wv, PrefixCacheInfo: s.PrefixCacheInfo, Metadata: md, Nulls: replayNulls})
+		pm.Samples = append(pm.Samples, sampleMeta{sampleFields: fieldsOf(s), Nulls: replayNulls})
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -259,8 +280,8 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 		if tok.DType != "I64" || lm.DType != "U8" || lp.DType != "F64" {
 			return nil, fmt.Errorf("samples: sample %d: missing or mistyped tensors", i)
 		}
-		s := Sample{Response: m.Response, ResponseLength: m.ResponseLength, Status: m.Status, WeightVersions: m.WeightVersions,
-			PrefixCacheInfo: m.PrefixCacheInfo, Metadata: m.Metadata, LossMask: append([]uint8(nil), lm.Data...)}
+		s := Sample{LossMask: append([]uint8(nil), lm.Data...)}
+		m.into(&s)
 		for j := 0; j+8 <= len(tok.Data); j += 8 {
 			s.Tokens = append(s.Tokens, int(int64(binary.LittleEndian.Uint64(tok.Data[j:]))))
 		}
@@ -274,16 +295,11 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 
 // jsonSample is a sample's JSON-lines form.
 type jsonSample struct {
-	Index           int             `json:"index"`
-	Tokens          []int           `json:"tokens"`
-	LossMask        []int           `json:"loss_mask"` // numbers: []uint8 would marshal as base64
-	RolloutLogProbs []float64       `json:"rollout_log_probs"`
-	Response        string          `json:"response"`
-	ResponseLength  int             `json:"response_length"`
-	Status          Status          `json:"status"`
-	WeightVersions  []string        `json:"weight_versions"`
-	PrefixCacheInfo PrefixCacheInfo `json:"prefix_cache_info"`
-	Metadata        map[string]any  `json:"metadata"`
+	Index           int       `json:"index"`
+	Tokens          []int     `json:"tokens"`
+	LossMask        []int     `json:"loss_mask"` // numbers: []uint8 would marshal as base64
+	RolloutLogProbs []float64 `json:"rollout_log_probs"`
+	sampleFields
 }
 
 // WriteJSONLines writes one line per sample, then one line with the
@@ -297,23 +313,15 @@ func WriteJSONLines(w io.Writer, p *Payload) error {
 		for j, m := range s.LossMask {
 			mask[j] = int(m)
 		}
-		if err := enc.Encode(jsonSample{Index: i, Tokens: s.Tokens, LossMask: mask, RolloutLogProbs: s.RolloutLogProbs,
-			Response: s.Response, ResponseLength: s.ResponseLength, Status: s.Status, WeightVersions: s.WeightVersions,
-			PrefixCacheInfo: s.PrefixCacheInfo, Metadata: s.Metadata}); err != nil {
+		if err := enc.Encode(jsonSample{Index: i, Tokens: s.Tokens, LossMask: mask, RolloutLogProbs: s.RolloutLogProbs, sampleFields: fieldsOf(s)}); err != nil {
 			return err
 		}
 	}
 	tail := struct {
 		SessionMetadata json.RawMessage `json:"session_metadata"`
 		EmptyReason     *string         `json:"empty_reason"`
-	}{SessionMetadata: p.SessionMetadata}
-	if len(tail.SessionMetadata) == 0 {
-		tail.SessionMetadata = json.RawMessage("{}")
-	}
-	if p.EmptyReason != "" {
-		r := p.EmptyReason
-		tail.EmptyReason = &r
-	}
+	}{}
+	tail.SessionMetadata, tail.EmptyReason = p.tail()
 	if err := enc.Encode(tail); err != nil {
 		return err
 	}
@@ -343,8 +351,8 @@ func ReadJSONLines(r io.Reader) (*Payload, error) {
 		if err := json.Unmarshal(line, &js); err != nil {
 			return nil, err
 		}
-		s := Sample{Tokens: js.Tokens, RolloutLogProbs: js.RolloutLogProbs, Response: js.Response, ResponseLength: js.ResponseLength,
-			Status: js.Status, WeightVersions: js.WeightVersions, PrefixCacheInfo: js.PrefixCacheInfo, Metadata: js.Metadata}
+		s := Sample{Tokens: js.Tokens, RolloutLogProbs: js.RolloutLogProbs}
+		js.into(&s)
 		for _, m := range js.LossMask {
 			s.LossMask = append(s.LossMask, uint8(m))
 		}

@@ -59,11 +59,9 @@ func TestMergeMasksObservations(t *testing.T) {
 // loses it from its sample; without the allowance assembly fails.
 func TestTrailingTrim(t *testing.T) {
 	t1 := Turn{PromptIDs: []int{1, 2}, OutputIDs: []int{3, 50}, LogProbs: []float64{-1, -2}, FinishReason: "tool_calls"}
-	t2 := Turn{PromptIDs: []int{1, 2, 3, 50, 7}, OutputIDs: []int{4}, LogProbs: []float64{-3}, FinishReason: "stop"}
-	acc := []int{1, 2, 3, 50, 7, 4}
-	// The stored ids kept 50 here; make the next prompt replace it instead.
-	t2.PromptIDs = []int{1, 2, 3, 60, 7}
-	acc = []int{1, 2, 3, 60, 7, 4}
+	// The next prompt replaced the stop token 50 with its own 60.
+	t2 := Turn{PromptIDs: []int{1, 2, 3, 60, 7}, OutputIDs: []int{4}, LogProbs: []float64{-3}, FinishReason: "stop"}
+	acc := []int{1, 2, 3, 60, 7, 4}
 	if _, err := FromTurns([]Turn{t1, t2}, acc, 0, decode); !errors.Is(err, ErrAssembly) {
 		t.Fatalf("without trim allowance: %v", err)
 	}
