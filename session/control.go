@@ -39,11 +39,11 @@ type Record struct {
 // Metadata is a session's metadata: what GET shows and what the samples
 // payload carries as session_metadata.
 type Metadata struct {
-	Mismatch            []tito.Mismatch `json:"tito_session_mismatch,omitempty"`
-	MismatchCounts      map[string]int  `json:"mismatch_counts"`
-	AccumulatedTokenIDs []int           `json:"accumulated_token_ids"`
-	MaxTrimTokens       int             `json:"max_trim_tokens"`
-	MismatchError       string          `json:"mismatch_error,omitempty"`
+	Mismatch            *[]tito.Mismatch `json:"tito_session_mismatch,omitempty"` // absent until there are ids to check
+	MismatchCounts      map[string]int   `json:"mismatch_counts"`
+	AccumulatedTokenIDs []int            `json:"accumulated_token_ids"`
+	MaxTrimTokens       int              `json:"max_trim_tokens"`
+	MismatchError       string           `json:"mismatch_error,omitempty"`
 }
 
 // Info is the body of GET /sessions/{id}.
@@ -62,7 +62,9 @@ func (s *Server) metadata(snap snapshot) Metadata {
 	if err != nil {
 		md.MismatchError = err.Error()
 	}
-	md.Mismatch = ms
+	if ms != nil {
+		md.Mismatch = &ms
+	}
 	md.MismatchCounts = tito.Counts(ms)
 	return md
 }
