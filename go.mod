@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0 // ~/.modal.toml profiles, read as the Modal client reads them
+	github.com/chromedp/cdproto v0.159.0 // CDP commands and events for the viewer's browser tests
+	github.com/chromedp/chromedp v0.23.0 // drives headless Chromium in the viewer's browser tests
 	github.com/coder/websocket v1.8.15 // Daytona toolbox log streams are websockets
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/nftables v0.3.0 // egress filter in a public sandbox netns, over netlink (no nft binary)
@@ -18,16 +20,13 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.59.0 // html parser: the viewer's tests check pages as a browser parses them
 	golang.org/x/sync v0.25.0 // semaphore bounding the agent's blocking calls
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.46.0
+	gonum.org/v1/plot v0.17.0 // berth view's charts, drawn as SVG on the server (no JS bundle, no CDN)
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
-)
-
-require (
-	golang.org/x/net v0.59.0
-	gonum.org/v1/plot v0.17.0
 )
 
 require (
@@ -42,6 +41,7 @@ require (
 	github.com/docker/cli v29.7.2+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.3 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect

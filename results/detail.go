@@ -112,7 +112,8 @@ func (l *Library) Detail(j *Job, tr *Trial) *Detail {
 	d.VerifierFiles, d.VerifierMore = r.tree.list(path.Join(dir, "verifier"), 3)
 	d.Exception = read("exception.txt", MaxTextBytes)
 	d.TrialLog = read("trial.log", MaxTextBytes)
-	if fi, err := r.tree.root.Lstat(path.Join(dir, SamplesFile)); err == nil && fi.Mode().IsRegular() {
+	if f, _, err := r.tree.open(path.Join(dir, SamplesFile)); err == nil {
+		f.Close()
 		d.Samples = true
 	}
 	for i := range d.AgentFiles {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -42,6 +44,11 @@ var (
 type tree struct {
 	root *os.Root
 	dir  string // for messages
+	// fd is an O_PATH descriptor of dir for openat2, which resolves a
+	// whole path beneath it with no link in one call: a job page opens
+	// thousands of result.json files. -1 where openat2 is not available;
+	// the os.Root walk does the same checks in more calls.
+	fd int
 }
 
 func openTree(dir string) (*tree, error) {
@@ -49,10 +56,91 @@ func openTree(dir string) (*tree, error) {
 	if err != nil {
 		return nil, types.Classify(types.NotFound, err)
 	}
-	return &tree{root: r, dir: dir}, nil
+	t := &tree{root: r, dir: dir, fd: -1}
+	if fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		t.fd = fd
+	}
+	return t, nil
 }
 
-func (t *tree) Close() error { return t.root.Close() }
+func (t *tree) Close() error {
+	if t.fd >= 0 {
+		unix.Close(t.fd)
+		t.fd = -1
+	}
+	return t.root.Close()
+}
+
+// open opens a regular file by its slash-separated relative name, never
+// through a symbolic link, never outside the tree, without blocking on a
+// FIFO. The caller closes it.
+func (t *tree) open(name string) (*os.File, fs.FileInfo, error) {
+	if !fs.ValidPath(name) || name == "." || strings.ContainsAny(name, "\\\x00") {
+		return nil, nil, fmt.Errorf("%q: %w", name, ErrBadPath)
+	}
+	var f *os.File
+	if t.fd >= 0 {
+		fd, err := unix.Openat2(t.fd, name, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		switch {
+		case err == nil:
+			f = os.NewFile(uintptr(fd), name)
+		case errors.Is(err, unix.ELOOP):
+			return nil, nil, fmt.Errorf("%s: %w", name, ErrSymlink)
+		case errors.Is(err, unix.EXDEV):
+			return nil, nil, fmt.Errorf("%s: %w", name, ErrBadPath)
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
+			t.fd = -1 // a kernel or seccomp profile without openat2
+		default:
+			return nil, nil, classify(&fs.PathError{Op: "open", Path: name, Err: err})
+		}
+	}
+	if f == nil {
+		var err error
+		if f, err = t.openWalk(name); err != nil {
+			return nil, nil, err
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, classify(err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	return f, fi, nil
+}
+
+// openWalk is open without openat2: every component checked with Lstat,
+// then the open compared with the Lstat (a swap in between is refused).
+func (t *tree) openWalk(name string) (*os.File, error) {
+	if err := t.checkPath(name); err != nil {
+		return nil, err
+	}
+	lfi, err := t.root.Lstat(name)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if lfi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s: %w", name, ErrSymlink)
+	}
+	if !lfi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if fi, err := f.Stat(); err != nil || !os.SameFile(lfi, fi) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	return f, nil
+}
 
 // checkPath validates a slash-separated relative name and makes sure no
 // directory on the way is a symbolic link.
@@ -104,33 +192,15 @@ func (t *Text) String() string {
 
 // readFile reads at most limit bytes of a regular file.
 func (t *tree) readFile(name string, limit int64) (*Text, error) {
-	if err := t.checkPath(name); err != nil {
+	f, fi, err := t.open(name)
+	if err != nil {
 		return nil, err
 	}
-	lfi, err := t.root.Lstat(name)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if lfi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s: %w", name, ErrSymlink)
-	}
-	if !lfi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
-	}
-	// O_NONBLOCK: should the name be swapped for a FIFO after the Lstat,
-	// the open does not hang; the SameFile check then refuses it.
-	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, classify(err)
-	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, classify(err)
-	}
-	if !fi.Mode().IsRegular() || !os.SameFile(lfi, fi) {
-		return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
-	}
+	return readText(f, fi, name, limit)
+}
+
+func readText(f *os.File, fi fs.FileInfo, name string, limit int64) (*Text, error) {
 	data, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
 		return nil, classify(err)

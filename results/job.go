@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Job statuses.
@@ -182,27 +182,34 @@ func (l *Library) jobCache(ref Ref) *jobCache {
 }
 
 // trial returns the trial from the cache when its result.json is
-// unchanged, else reads it.
+// unchanged, else reads it: one open and one fstat per unchanged trial.
 func (jc *jobCache) trial(t *tree, jobName, name, jobStatus string) *Trial {
 	rel := path.Join(jobName, name, "result.json")
-	fi, err := t.root.Lstat(rel)
-	if err == nil && fi.Mode().IsRegular() {
-		jc.mu.Lock()
-		c, ok := jc.entries[name]
-		jc.mu.Unlock()
-		if ok && c.mod.Equal(fi.ModTime()) && c.size == fi.Size() {
-			return c.trial
-		}
-		tr := readTrial(t, jobName, name)
-		jc.mu.Lock()
-		jc.entries[name] = cached{mod: fi.ModTime(), size: fi.Size(), trial: tr}
-		jc.mu.Unlock()
-		return tr
+	f, fi, err := t.open(rel)
+	if errors.Is(err, types.ErrNotFound) {
+		return pendingTrial(t, jobName, name, jobStatus)
 	}
-	if err == nil || !isNotExist(err) {
-		return &Trial{Name: name, State: StateUnreadable, Problem: "result.json: " + describe(err, fi)}
+	if err != nil {
+		return &Trial{Name: name, State: StateUnreadable, Problem: "result.json: " + trimPrefix(err.Error(), path.Join(jobName, name))}
 	}
-	return pendingTrial(t, jobName, name, jobStatus)
+	defer f.Close()
+	jc.mu.Lock()
+	c, ok := jc.entries[name]
+	jc.mu.Unlock()
+	if ok && c.mod.Equal(fi.ModTime()) && c.size == fi.Size() {
+		return c.trial
+	}
+	tr := &Trial{Name: name}
+	txt, err := readText(f, fi, rel, MaxResultBytes)
+	if err != nil {
+		tr.State, tr.Problem = StateUnreadable, "result.json: "+err.Error()
+	} else {
+		parseTrial(tr, txt)
+	}
+	jc.mu.Lock()
+	jc.entries[name] = cached{mod: fi.ModTime(), size: fi.Size(), trial: tr}
+	jc.mu.Unlock()
+	return tr
 }
 
 func (jc *jobCache) keep(names []string) {
@@ -219,24 +226,16 @@ func (jc *jobCache) keep(names []string) {
 	}
 }
 
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
-func describe(err error, fi fs.FileInfo) string {
-	if err != nil {
-		return err.Error()
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return ErrSymlink.Error()
-	}
-	return ErrNotRegular.Error()
-}
-
 // readJSON decodes a bounded JSON file; the result is "" or what went wrong.
 func readJSON(t *tree, name string, v any) string {
 	txt, err := t.readFile(name, MaxResultBytes)
 	if err != nil {
 		return err.Error()
 	}
+	return decodeJSON(txt, v)
+}
+
+func decodeJSON(txt *Text, v any) string {
 	if txt.Truncated {
 		return "larger than " + sizeString(MaxResultBytes) + "; not read"
 	}

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -75,25 +73,11 @@ func (l *Library) Samples(ctx context.Context, ref Ref, trialName string) (*Samp
 		return nil, types.Errorf(types.NotFound, "no trial %q", trialName)
 	}
 	r := l.roots[ref.Root]
-	name := path.Join(ref.Name, trialName, SamplesFile)
-	if err := r.tree.checkPath(name); err != nil {
+	f, _, err := r.tree.open(path.Join(ref.Name, trialName, SamplesFile))
+	if err != nil {
 		return nil, err
 	}
-	lfi, err := r.tree.root.Lstat(name)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if !lfi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w", SamplesFile, ErrNotRegular)
-	}
-	f, err := r.tree.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, classify(err)
-	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !os.SameFile(lfi, fi) {
-		return nil, fmt.Errorf("%s: %w", SamplesFile, ErrNotRegular)
-	}
 	return ReadSamples(ctx, f)
 }
 

@@ -64,12 +64,13 @@ func (t *Trial) Outcome() string {
 	return "fail"
 }
 
-func readTrial(t *tree, jobName, name string) *Trial {
-	tr := &Trial{Name: name, State: StateDone}
+// parseTrial fills tr from the text of its result.json.
+func parseTrial(tr *Trial, txt *Text) {
+	tr.State = StateDone
 	var r trial.Result
-	if msg := readJSON(t, path.Join(jobName, name, "result.json"), &r); msg != "" {
+	if msg := decodeJSON(txt, &r); msg != "" {
 		tr.State, tr.Problem = StateUnreadable, "result.json: "+msg
-		return tr
+		return
 	}
 	tr.Result = &r
 	tr.Task = r.TaskName
@@ -90,7 +91,6 @@ func readTrial(t *tree, jobName, name string) *Trial {
 	if !r.FinishedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
 		tr.Total = r.FinishedAt.Sub(r.StartedAt)
 	}
-	return tr
 }
 
 func phaseTimings(r *trial.Result) []*trial.Timing {
