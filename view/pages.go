@@ -70,17 +70,39 @@ func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "jobs", data)
 }
 
-func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
+// loadJob reads the job the route names; when it cannot, it has answered
+// with the error page.
+func (s *Server) loadJob(w http.ResponseWriter, r *http.Request) (*results.Job, bool) {
 	ref, err := ref(r)
-	if err != nil {
-		s.fail(w, r, err)
+	if err == nil {
+		var j *results.Job
+		if j, err = s.lib.Job(r.Context(), ref); err == nil {
+			return j, true
+		}
+	}
+	s.fail(w, r, err)
+	return nil, false
+}
+
+// loadTrial reads the trial the route names, as loadJob does.
+func (s *Server) loadTrial(w http.ResponseWriter, r *http.Request) (*results.Detail, bool) {
+	ref, err := ref(r)
+	if err == nil {
+		var d *results.Detail
+		if d, err = s.lib.Trial(r.Context(), ref, r.PathValue("trial")); err == nil {
+			return d, true
+		}
+	}
+	s.fail(w, r, err)
+	return nil, false
+}
+
+func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.loadJob(w, r)
+	if !ok {
 		return
 	}
-	j, err := s.lib.Job(r.Context(), ref)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	ref := j.Ref
 	data := buildJobPage(j, parseQuery(r.URL.Query()), serverLinks{})
 	data.Refs = s.lib.Refs(r.Context())
 	if j.Live() {
@@ -116,16 +138,11 @@ func buildJobPage(j *results.Job, q query, l linker) jobPage {
 }
 
 func (s *Server) trialPage(w http.ResponseWriter, r *http.Request) {
-	ref, err := ref(r)
-	if err != nil {
-		s.fail(w, r, err)
+	d, ok := s.loadTrial(w, r)
+	if !ok {
 		return
 	}
-	d, err := s.lib.Trial(r.Context(), ref, r.PathValue("trial"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	ref := d.Job.Ref
 	data := struct {
 		page
 		T trialView
@@ -138,14 +155,8 @@ func (s *Server) trialPage(w http.ResponseWriter, r *http.Request) {
 
 // chart draws one of a job's charts: reward.svg or <phase>.svg.
 func (s *Server) chart(w http.ResponseWriter, r *http.Request) {
-	ref, err := ref(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	j, err := s.lib.Job(r.Context(), ref)
-	if err != nil {
-		s.fail(w, r, err)
+	j, ok := s.loadJob(w, r)
+	if !ok {
 		return
 	}
 	svg, err := jobChart(j, strings.TrimSuffix(r.PathValue("chart"), ".svg"))

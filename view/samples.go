@@ -63,18 +63,12 @@ func makeSampleView(i int, s *results.Sample, from, n int) sampleView {
 }
 
 func (s *Server) samplesPage(w http.ResponseWriter, r *http.Request) {
-	ref, err := ref(r)
-	if err != nil {
-		s.fail(w, r, err)
+	d, ok := s.loadTrial(w, r)
+	if !ok {
 		return
 	}
-	name := r.PathValue("trial")
-	d, err := s.lib.Trial(r.Context(), ref, name)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f, err := s.lib.Samples(r.Context(), ref, name)
+	name := d.Trial.Name
+	f, err := s.lib.Samples(r.Context(), d.Job.Ref, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
