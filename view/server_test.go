@@ -265,3 +265,43 @@ func TestReportFile(t *testing.T) {
 		t.Errorf("jobs dir with one job: %v", err)
 	}
 }
+
+// TestSamplesPage: tokens as text (or ids), loss-masked spans marked,
+// logprobs in each token's title, turn boundaries, the TITO counters with
+// a non-zero one flagged, and the truncation status.
+func TestSamplesPage(t *testing.T) {
+	jobs := t.TempDir()
+	writeXSSJob(t, jobs)
+	ts := newServer(t, jobs)
+	base := trialURL(xssJob, xssDirImg+"__1") + "samples"
+	_, body := get(t, ts, base+"?s=0")
+	for _, want := range []string{
+		`<span class="run prompt"><span class="tok" title="#0 id 151644 · logprob none">&lt;|im_start|&gt;</span>`,
+		`<span class="run loss"><span class="tok" title="#9 id 9707 · logprob -0.1100 (p=0.896) · loss">Hello</span>`,
+		`<span class="turn" data-turn="2">turn 2</span><span class="run obs">`,
+		`&lt;script&gt;window.__xss=1&lt;/script&gt;</span>`,
+		`<tr class="" data-counter="special_token_type"><td>special_token_type</td><td class="n">0</td></tr>`,
+		`24 (9 prompt, 15 response, <span class="loss-count">5</span> with loss)`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("sample 0 lacks %s", want)
+		}
+	}
+	if !strings.Contains(body, "line 2: not a sample") {
+		t.Error("the bad line is not reported")
+	}
+	_, body = get(t, ts, base+"?s=1")
+	for _, want := range []string{
+		`<tr class="bad" data-counter="special_token_type"><td>special_token_type</td><td class="n">2</td></tr>`,
+		`TRUNCATED <span class="warn">(cut at max length)</span>`,
+		`<span class="tok" title="#3 id 4 · logprob -0.5000 (p=0.607) · loss">[4]</span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("sample 1 lacks %s", want)
+		}
+	}
+	_, body = get(t, ts, base+"?s=2")
+	if !strings.Contains(body, "loss_mask has 3 entries for 2 tokens") || !strings.Contains(body, "ABORTED") {
+		t.Error("sample 2's problems are not shown")
+	}
+}
