@@ -121,7 +121,10 @@ func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
 	if wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
-		samples.WriteJSONLines(w, p)
+		samples.WriteJSONLines(w, p, samples.LineInfo{SessionID: sess.id, Counters: md.MismatchCounts, TokenText: func(id int) string {
+			t, _ := s.opts.Codec.Tok.Decode([]int{id}, false)
+			return t
+		}})
 		return
 	}
 	data, err := samples.EncodeSafetensors(p)

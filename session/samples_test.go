@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/session/samples"
 	"github.com/berth-sh/berth/session/testengine"
 )
@@ -140,8 +141,26 @@ func TestSamplesRoute(t *testing.T) {
 	}
 	jl, err := samples.ReadJSONLines(bytes.NewReader(data))
 	if err != nil || len(jl.Samples) != 1 || !slices.Equal(jl.Samples[0].Tokens, full.Samples[0].Tokens) ||
-		!slices.Equal(jl.Samples[0].LossMask, full.Samples[0].LossMask) || len(jl.SessionMetadata) == 0 {
+		!slices.Equal(jl.Samples[0].LossMask, full.Samples[0].LossMask) || len(jl.Samples[0].TurnStarts) != 3 {
 		t.Fatalf("json lines differ from the safetensors payload: %v", err)
+	}
+	// The line reads as berth view's samples.jsonl: per-token texts and
+	// the session's counters in the sample's metadata.
+	var line map[string]json.RawMessage
+	json.Unmarshal(bytes.SplitN(data, []byte("\n"), 2)[0], &line)
+	var texts []string
+	json.Unmarshal(line["token_texts"], &texts)
+	if len(texts) != len(full.Samples[0].Tokens) || texts[0] != "<|im_start|>" || string(line["status"]) != `"COMPLETED"` ||
+		!bytes.Contains(line["metadata"], []byte(`"tito_mismatch":{"assistant_text":0,"non_assistant_text":0,"special_token_count":0,"special_token_type":0}`)) {
+		t.Errorf("line: status %s, metadata %s, %d texts", line["status"], line["metadata"], len(texts))
+	}
+
+	// berth view's reader takes it without a problem.
+	sf, err := results.ReadSamples(t.Context(), bytes.NewReader(data))
+	if err != nil || len(sf.Samples) != 1 || len(sf.Errors) != 0 || len(sf.Samples[0].Problems) != 0 {
+		t.Errorf("berth view's reader: %v %+v", err, sf)
+	} else if got := sf.Samples[0].TITOCounters(); len(got) != 4 || got[0].Bad {
+		t.Errorf("counters as the viewer sees them: %+v", got)
 	}
 
 	// A limit inside the second turn keeps the first turn whole and cuts

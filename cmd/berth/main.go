@@ -114,6 +114,8 @@ for the environment a worker needs.`,
 		a.serveCmd(),
 		a.agentCmd(),
 		a.imageCmd(),
+		a.viewCmd(),
+		a.reportCmd(),
 		a.sessionServerCmd(),
 	)
 	return root

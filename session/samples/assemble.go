@@ -66,6 +66,9 @@ type Sample struct {
 	WeightVersions  []string
 	PrefixCacheInfo PrefixCacheInfo
 	Metadata        map[string]any
+	// TurnStarts are the token positions where each turn begins (its
+	// prompt, then each observation); JSON lines carry them.
+	TurnStarts []int
 }
 
 // Decoder turns ids into text (for the response strings).
@@ -106,6 +109,7 @@ func FromTurns(turns []Turn, accumulated []int, maxTrim int, decode Decoder) ([]
 			Status:          StatusOf(t.FinishReason),
 			PrefixCacheInfo: PrefixCacheInfo{CachedTokens: t.CachedTokens, TotalPromptTokens: t.PromptTokens},
 			Metadata:        map[string]any{"lifecycle": lifecycle(turns, i)},
+			TurnStarts:      []int{0},
 		}
 		if t.WeightVersion != "" {
 			s.WeightVersions = []string{t.WeightVersion}
@@ -236,7 +240,8 @@ func mergePair(a, b Sample, decode Decoder) (Sample, error) {
 			CachedTokens:      a.PrefixCacheInfo.CachedTokens + b.PrefixCacheInfo.CachedTokens,
 			TotalPromptTokens: a.PrefixCacheInfo.TotalPromptTokens + b.PrefixCacheInfo.TotalPromptTokens,
 		},
-		Metadata: meta,
+		Metadata:   meta,
+		TurnStarts: append(append([]int(nil), a.TurnStarts...), len(a.Tokens)),
 	}, nil
 }
 

@@ -1,17 +1,14 @@
 package samples
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // Empty reasons of a payload without samples.
@@ -291,72 +288,4 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 		p.Samples = append(p.Samples, s)
 	}
 	return p, nil
-}
-
-// jsonSample is a sample's JSON-lines form.
-type jsonSample struct {
-	Index           int       `json:"index"`
-	Tokens          []int     `json:"tokens"`
-	LossMask        []int     `json:"loss_mask"` // numbers: []uint8 would marshal as base64
-	RolloutLogProbs []float64 `json:"rollout_log_probs"`
-	sampleFields
-}
-
-// WriteJSONLines writes one line per sample, then one line with the
-// session metadata and the empty reason.
-func WriteJSONLines(w io.Writer, p *Payload) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	for i, s := range p.Samples {
-		mask := make([]int, len(s.LossMask))
-		for j, m := range s.LossMask {
-			mask[j] = int(m)
-		}
-		if err := enc.Encode(jsonSample{Index: i, Tokens: s.Tokens, LossMask: mask, RolloutLogProbs: s.RolloutLogProbs, sampleFields: fieldsOf(s)}); err != nil {
-			return err
-		}
-	}
-	tail := struct {
-		SessionMetadata json.RawMessage `json:"session_metadata"`
-		EmptyReason     *string         `json:"empty_reason"`
-	}{}
-	tail.SessionMetadata, tail.EmptyReason = p.tail()
-	if err := enc.Encode(tail); err != nil {
-		return err
-	}
-	return bw.Flush()
-}
-
-// ReadJSONLines reads what WriteJSONLines wrote.
-func ReadJSONLines(r io.Reader) (*Payload, error) {
-	p := &Payload{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(line, &probe); err != nil {
-			return nil, err
-		}
-		if _, ok := probe["session_metadata"]; ok {
-			p.SessionMetadata = probe["session_metadata"]
-			json.Unmarshal(probe["empty_reason"], &p.EmptyReason)
-			continue
-		}
-		var js jsonSample
-		if err := json.Unmarshal(line, &js); err != nil {
-			return nil, err
-		}
-		s := Sample{Tokens: js.Tokens, RolloutLogProbs: js.RolloutLogProbs}
-		js.into(&s)
-		for _, m := range js.LossMask {
-			s.LossMask = append(s.LossMask, uint8(m))
-		}
-		p.Samples = append(p.Samples, s)
-	}
-	return p, sc.Err()
 }

@@ -15,8 +15,11 @@
 //
 // The wire format is Miles's: a safetensors file with tokens.{i} (I64),
 // loss_mask.{i} (U8), rollout_log_probs.{i} (F64) and _samples_meta (U8,
-// the JSON {"samples": [...], "session_metadata": ..., "empty_reason": ...}),
-// and for people and tools the same as JSON lines.
+// the JSON {"samples": [...], "session_metadata": ..., "empty_reason": ...};
+// statuses as Miles's values, "completed" ...), and for people and tools
+// JSON lines (one sample a line, with token texts, turn starts, the
+// session's mismatch counters, statuses as COMPLETED, TRUNCATED, ABORTED):
+// the samples.jsonl that berth view reads.
 //
 // Who imports it: the session server, its Go client, and trainers and
 // rollouts written in Go.

@@ -215,15 +215,24 @@ func TestJSONLinesRoundTrip(t *testing.T) {
 	ss, _ := FromTurns(turns, acc, 0, decode)
 	m, _ := Merge(ss, decode)
 	var b bytes.Buffer
-	if err := WriteJSONLines(&b, &Payload{Samples: []Sample{m}, SessionMetadata: json.RawMessage(`{"x":2}`)}); err != nil {
+	info := LineInfo{SessionID: "s1", TokenText: func(id int) string { return decode([]int{id}) }, Counters: map[string]int{"non_assistant_text": 0}}
+	if err := WriteJSONLines(&b, &Payload{Samples: []Sample{m}}, info); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"loss_mask":[1,1,1,0,0,1,1]`) || !strings.Contains(lines[1], `"empty_reason":null`) {
-		t.Fatalf("lines %q", lines)
+	line := b.String()
+	for _, want := range []string{`"loss_mask":[1,1,1,0,0,1,1]`, `"turn_starts":[0,6]`, `"status":"COMPLETED"`, `"session_id":"s1"`,
+		`"tito_mismatch":{"non_assistant_text":0}`, `"token_texts":["b","c","d","e","f","j","h","i","g","j"]`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line lacks %s: %s", want, line)
+		}
 	}
 	back, err := ReadJSONLines(&b)
-	if err != nil || !slices.Equal(back.Samples[0].LossMask, m.LossMask) || string(back.SessionMetadata) != `{"x":2}` {
+	if err != nil || !slices.Equal(back.Samples[0].LossMask, m.LossMask) || back.Samples[0].Status != Completed || !slices.Equal(back.Samples[0].TurnStarts, []int{0, 6}) {
 		t.Errorf("%v %+v", err, back)
+	}
+	b.Reset()
+	WriteJSONLines(&b, &Payload{EmptyReason: NoRecords}, LineInfo{SessionID: "s2"})
+	if back, err := ReadJSONLines(&b); err != nil || back.EmptyReason != NoRecords || len(back.Samples) != 0 {
+		t.Errorf("empty: %v %+v", err, back)
 	}
 }
