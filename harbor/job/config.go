@@ -11,10 +11,12 @@ import (
 // Config is a job's configuration, saved as config.json so that --resume
 // can run the rest of it.
 type Config struct {
-	JobName     string   `json:"job_name"`
-	JobsDir     string   `json:"jobs_dir"`
-	TasksPath   string   `json:"tasks_path"`
-	Agent       string   `json:"agent"`
+	JobName   string `json:"job_name"`
+	JobsDir   string `json:"jobs_dir"`
+	TasksPath string `json:"tasks_path"`
+	Agent     string `json:"agent"`
+	// Model names the model an LLM agent uses (the eval key's middle part).
+	Model       string   `json:"model,omitempty"`
 	Backend     string   `json:"environment"`
 	NConcurrent int      `json:"n_concurrent_trials"`
 	NAttempts   int      `json:"n_attempts"`

@@ -33,6 +33,10 @@ type Options struct {
 	Events func(Event)
 	// Logger receives the job's log in addition to job.log.
 	Logger *slog.Logger
+	// Hooks, when set, make each trial's agent instead of the built-in
+	// Config.Agent, and hear of each attempt's end (a rollout opens a model
+	// session per trial and collects its samples).
+	Hooks Hooks
 }
 
 // Job is a running or finished job.
@@ -142,8 +146,10 @@ func (j *Job) run(ctx context.Context) (*Result, *Summary, error) {
 	if len(selected) == 0 {
 		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, "no tasks under %s match the filters", j.cfg.TasksPath)
 	}
-	if _, err := agent.New(j.cfg.Agent); err != nil {
-		return nil, nil, err
+	if j.opts.Hooks == nil {
+		if _, err := agent.New(j.cfg.Agent); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	entry, err := j.opts.Registry.Lookup(j.cfg.Backend)
@@ -315,9 +321,10 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 			j.mu.Unlock()
 			return
 		}
-		ag, _ := agent.New(j.cfg.Agent)
 		id := shortID()
 		name := trialName(p.task, id)
+		info := TrialInfo{Name: name, Dir: filepath.Join(j.dir, name), Task: p.task, Attempt: p.attempt, Try: try}
+		ag := j.agentFor(ctx, info)
 		o := trial.Options{
 			Task: p.task, Provider: prov, Agent: ag,
 			Dir: filepath.Join(j.dir, name), TrialName: name, ID: newUUID(),
@@ -335,6 +342,9 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 		}
 		j.emit(Event{Type: EventTrialStarted, Job: j.cfg.JobName, Trial: name, Task: p.task.Name})
 		res := trial.Run(ctx, o)
+		if j.opts.Hooks != nil {
+			j.opts.Hooks.Finished(ctx, info, ag, res)
+		}
 		if res.Retryable() && try < j.cfg.MaxRetries && ctx.Err() == nil {
 			j.log.Warn("retrying trial", "trial", name, "exception", res.ExceptionInfo.ExceptionMessage)
 			_ = os.RemoveAll(o.Dir)
@@ -387,7 +397,7 @@ func (j *Job) update(pending, running int, final bool) {
 			s.NCompleted++
 		}
 	}
-	key := evalKey(j.cfg.Agent, j.dataset)
+	key := evalKey(j.cfg.Agent, j.cfg.Model, j.dataset)
 	s.Evals = map[string]*Eval{key: aggregate(key, j.done, j.cfg.NAttempts)}
 	j.res.UpdatedAt = time.Now().UTC()
 	if final {

@@ -41,8 +41,13 @@ type Eval struct {
 }
 
 // evalKey is Harbor's agent__model__dataset key; the built-in agents use no
-// model.
-func evalKey(agent, dataset string) string { return agent + "__none__" + dataset }
+// model ("none").
+func evalKey(agent, model, dataset string) string {
+	if model == "" {
+		model = "none"
+	}
+	return agent + "__" + model + "__" + dataset
+}
 
 // aggregate rebuilds the evals from finished trial results.
 func aggregate(key string, results []*trial.Result, attempts int) *Eval {

@@ -25,6 +25,12 @@ const (
 	EnvironmentError Kind = "EnvironmentError"
 	AgentError       Kind = "AgentError"
 	VerifierError    Kind = "VerifierError"
+	// ModelError is a model endpoint that failed after the agent's own
+	// retries (LLM agents), apart from the sandbox's failures.
+	ModelError Kind = "ModelError"
+	// ContextLengthExceeded ends an LLM agent whose model context is full
+	// (Harbor's name); verification still runs.
+	ContextLengthExceeded Kind = "ContextLengthExceededError"
 	Cancelled        Kind = "CancelledError"
 	// InvalidTask is a task that cannot run (a malformed task.toml, a
 	// missing test script); the problems name file, line and field.
@@ -37,7 +43,7 @@ const (
 // transient (Unavailable, ResourceExhausted).
 func (e *Error) Retryable() bool {
 	switch e.Kind {
-	case EnvironmentError, AgentError, VerifierError:
+	case EnvironmentError, AgentError, VerifierError, ModelError:
 		return throttle.Retryable(e.Err)
 	}
 	return false

@@ -66,9 +66,11 @@ type AgentInfo struct {
 }
 
 // AgentResult is what the agent reports; the built-in agents use no model,
-// so the token counts stay null.
+// so the token counts stay null. LLM agents fill them, and metadata with
+// per-turn metrics (agent.Reporter).
 type AgentResult struct {
 	NInputTokens   *int64         `json:"n_input_tokens"`
+	NCacheTokens   *int64         `json:"n_cache_tokens"`
 	NOutputTokens  *int64         `json:"n_output_tokens"`
 	CostUSD        *float64       `json:"cost_usd"`
 	RolloutDetails any            `json:"rollout_details"`

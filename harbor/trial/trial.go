@@ -237,6 +237,7 @@ func (r *run) phases(ctx context.Context) {
 	}
 	r.record(err)
 	r.download(ctx, agent.AgentLogs, "agent")
+	r.report()
 	if ctx.Err() != nil {
 		r.record(&Error{Kind: Cancelled, Err: ctx.Err()})
 		return
@@ -261,6 +262,8 @@ func (r *run) timed(ctx context.Context, limit time.Duration, timeoutKind, other
 	}
 	var typed *Error
 	var exit *agent.ExitError
+	var sbErr *agent.SandboxError
+	var modelErr *agent.ModelError
 	switch {
 	case errors.As(err, &typed), errors.As(err, &exit):
 		return err
@@ -268,6 +271,12 @@ func (r *run) timed(ctx context.Context, limit time.Duration, timeoutKind, other
 		return &Error{Kind: Cancelled, Err: pctx.Err()}
 	case ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sandbox.ErrDeadlineExceeded):
 		return &Error{Kind: timeoutKind, Err: fmt.Errorf("exceeded %v: %w", limit, err)}
+	case errors.Is(err, agent.ErrContextLength):
+		return &Error{Kind: ContextLengthExceeded, Err: err}
+	case errors.As(err, &sbErr):
+		return &Error{Kind: EnvironmentError, Err: err}
+	case errors.As(err, &modelErr):
+		return &Error{Kind: ModelError, Err: err}
 	}
 	return &Error{Kind: otherKind, Err: err}
 }
