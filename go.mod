@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/compress v1.20.4 // zstd image layers
 	github.com/moby/profiles/seccomp v0.3.0 // Docker's default seccomp profile (container.SeccompDocker)
 	github.com/modal-labs/modal-client/go v0.11.1 // Modal's official Go SDK; grpc and protobuf below come with it
+	github.com/openai/openai-go/v3 v3.98.0 // OpenAI's official SDK: the LLM agents' chat client (retries, Retry-After)
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/pelletier/go-toml/v2 v2.4.3 // task.toml: strict decoding with line and field of each problem
 	github.com/prometheus/client_golang v1.25.0 // berth serve /metrics
@@ -21,7 +22,7 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
-	golang.org/x/net v0.59.0 // html parser: the viewer's tests check pages as a browser parses them
+	golang.org/x/net v0.60.0 // html parser: the viewer's tests check pages as a browser parses them
 	golang.org/x/sync v0.25.0 // semaphore bounding the agent's blocking calls
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.46.0
@@ -62,6 +63,10 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250606033433-dcc06ee1d476 // indirect
 	golang.org/x/image v0.30.0 // indirect
