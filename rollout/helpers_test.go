@@ -1,0 +1,345 @@
+package rollout_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/policy"
+	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/testengine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+var (
+	codecOnce sync.Once
+	codec     *tito.Codec
+	codecErr  error
+)
+
+// qwen3 is Qwen3's real tokenizer and template (the npm reference package).
+func qwen3(t testing.TB) *tito.Codec {
+	t.Helper()
+	dir := hfref.RequireQwen3(t)
+	codecOnce.Do(func() { codec, codecErr = tito.LoadCodec(dir, "qwen3", "") })
+	if codecErr != nil {
+		t.Fatal(codecErr)
+	}
+	return codec
+}
+
+// policyEngine is the test engine behind a session server, both on
+// loopback. It remembers every reply it gave, by session, so that tests
+// know which tokens the model produced.
+type policyEngine struct {
+	t      testing.TB
+	codec  *tito.Codec
+	eng    *testengine.Engine
+	srv    *session.Server
+	url    string
+	client *session.Client
+
+	mu      sync.Mutex
+	replies map[string]map[string]string // session -> prompt ids (as a key) -> reply text
+}
+
+func newPolicyEngine(t testing.TB, script testengine.Script) *policyEngine {
+	t.Helper()
+	c := qwen3(t)
+	pe := &policyEngine{t: t, codec: c, replies: map[string]map[string]string{}}
+	recording := func(call testengine.Call) testengine.Reply {
+		rep := script(call)
+		if rep.Status == 0 || rep.Status == http.StatusOK {
+			pe.mu.Lock()
+			if pe.replies[call.RoutingKey] == nil {
+				pe.replies[call.RoutingKey] = map[string]string{}
+			}
+			pe.replies[call.RoutingKey][fmt.Sprint(call.InputIDs)] = rep.Text
+			pe.mu.Unlock()
+		}
+		return rep
+	}
+	te, err := testengine.New(c.Tok, recording, testengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ets := httptest.NewServer(te)
+	t.Cleanup(ets.Close)
+	eng, err := engine.New(ets.URL, engine.SGLang, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := session.New(session.Options{Engine: eng, Codec: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { ts.Close(); srv.Close() })
+	pe.eng, pe.srv, pe.url, pe.client = te, srv, ts.URL, &session.Client{BaseURL: ts.URL}
+	return pe
+}
+
+func (pe *policyEngine) tokenText(id int) string {
+	s, _ := pe.codec.Tok.Decode([]int{id}, false)
+	return s
+}
+
+// liveSessions reads the server's berth_session_sessions gauge.
+func (pe *policyEngine) liveSessions() int {
+	pe.t.Helper()
+	resp, err := http.Get(pe.url + "/metrics")
+	if err != nil {
+		pe.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "berth_session_sessions "); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return int(n)
+		}
+	}
+	pe.t.Fatal("no berth_session_sessions in /metrics")
+	return 0
+}
+
+// writeTasks copies the smoke task and the TB2-style test tasks into a
+// new tasks directory, on image.
+func writeTasks(t testing.TB, image string) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyTask(t, "../smoke/builtin-task", filepath.Join(dir, "smoke"), image)
+	for _, n := range []string{"csv-total", "pack-project"} {
+		copyTask(t, filepath.Join("testdata/tasks", n), filepath.Join(dir, n), image)
+	}
+	return dir
+}
+
+func copyTask(t testing.TB, from, to, image string) {
+	t.Helper()
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"solution/solve.sh", "tests/test.sh"} {
+		os.Chmod(filepath.Join(to, s), 0o755)
+	}
+	f, err := os.OpenFile(filepath.Join(to, "task.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// [environment] is the last table of every test task.
+	fmt.Fprintf(f, "docker_image = %q\n", image)
+}
+
+// golden is the golden policy over the tasks in dir.
+func golden(t testing.TB, dir string) testengine.Script {
+	t.Helper()
+	tasks, err := task.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol, err := policy.Solutions(tasks, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Golden(tasks, sol)
+}
+
+// trialDirs lists the job's trial directories.
+func trialDirs(t testing.TB, jobDir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(jobDir, "*__*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(m)
+	return m
+}
+
+func readJSON(t testing.TB, p string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+}
+
+// sampleLine is a samples.jsonl line as the tests read it.
+type sampleLine struct {
+	Tokens     []int     `json:"tokens"`
+	TokenTexts []string  `json:"token_texts"`
+	LossMask   []int     `json:"loss_mask"`
+	LogProbs   []float64 `json:"rollout_log_probs"`
+	Status     string    `json:"status"`
+	Reward     *float64  `json:"reward"`
+	SessionID  string    `json:"session_id"`
+	Metadata   struct {
+		Reward       float64          `json:"reward"`
+		ExitStatus   string           `json:"exit_status"`
+		AbortReason  string           `json:"abort_reason"`
+		AgentMetrics map[string]any   `json:"agent_metrics"`
+		EvalReport   map[string]any   `json:"eval_report"`
+		Mismatch     *[]tito.Mismatch `json:"tito_session_mismatch"`
+		TITOCounters map[string]int   `json:"tito_mismatch"`
+	} `json:"metadata"`
+}
+
+func readSamples(t testing.TB, dir string) []sampleLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, results.SamplesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The viewer's own reader must take every line without a problem.
+	sf, err := results.ReadSamples(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sf.Errors) > 0 {
+		t.Fatalf("%s: the viewer rejects lines: %v", dir, sf.Errors)
+	}
+	for _, s := range sf.Samples {
+		if len(s.Problems) > 0 {
+			t.Fatalf("%s: the viewer sees problems: %v", dir, s.Problems)
+		}
+	}
+	f.Seek(0, 0)
+	var out []sampleLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var l sampleLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkSample checks a completed sample against what the model said and
+// the trajectory: the loss mask is 1 exactly on the tokens the model
+// produced, and the tokens decode to the conversation the agent had.
+func (pe *policyEngine) checkSample(t testing.TB, dir string, s sampleLine) {
+	t.Helper()
+	n := len(s.Tokens)
+	if len(s.LossMask) != len(s.LogProbs) || len(s.LossMask) > n || len(s.TokenTexts) != n {
+		t.Fatalf("%s: %d tokens, %d mask, %d logprobs, %d texts", dir, n, len(s.LossMask), len(s.LogProbs), len(s.TokenTexts))
+	}
+	// Where the model's tokens are: each recorded reply, after its prompt.
+	model := make([]bool, n)
+	pe.mu.Lock()
+	replies := pe.replies[s.SessionID]
+	pe.mu.Unlock()
+	eos, _ := pe.codec.Tok.TokenID("<|im_end|>")
+	spans := 0
+	for prompt, text := range replies {
+		var ids []int
+		json.Unmarshal([]byte(strings.ReplaceAll(prompt, " ", ",")), &ids)
+		if len(ids) > n || !slices.Equal(s.Tokens[:len(ids)], ids) {
+			continue // a prompt of a turn that was not kept
+		}
+		out, _ := pe.codec.Tok.Encode(text)
+		out = append(out, eos)
+		end := min(len(ids)+len(out), n)
+		if !slices.Equal(s.Tokens[len(ids):end], out[:end-len(ids)]) {
+			t.Fatalf("%s: the model's reply is not in the sample's tokens after its prompt", dir)
+		}
+		for i := len(ids); i < end; i++ {
+			model[i] = true
+		}
+		spans++
+	}
+	if spans == 0 {
+		t.Fatalf("%s: no model reply found in the sample", dir)
+	}
+	start := n - len(s.LossMask)
+	for i := 0; i < n; i++ {
+		mask := i >= start && s.LossMask[i-start] == 1
+		if mask != model[i] {
+			t.Fatalf("%s: token %d (%q): loss mask %v, model token %v", dir, i, s.TokenTexts[i], mask, model[i])
+		}
+		if i >= start && !model[i] && s.LogProbs[i-start] != 0 {
+			t.Fatalf("%s: observation token %d has logprob %v", dir, i, s.LogProbs[i-start])
+		}
+	}
+	// The tokens decode to the conversation in agent/trajectory.json,
+	// rendered with the model's template.
+	var traj struct {
+		Steps []struct {
+			Source      string `json:"source"`
+			Message     string `json:"message"`
+			Observation *struct {
+				Results []struct {
+					Content string `json:"content"`
+				} `json:"results"`
+			} `json:"observation"`
+		} `json:"steps"`
+	}
+	readJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
+	var msgs []tito.Message
+	add := func(role, content string) {
+		raw, _ := json.Marshal(map[string]string{"role": role, "content": content})
+		m, err := tito.ParseMessage(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	for _, st := range traj.Steps {
+		switch st.Source {
+		case "system", "user":
+			add(st.Source, st.Message)
+		case "agent":
+			add("assistant", st.Message)
+			if st.Observation != nil {
+				add("user", st.Observation.Results[0].Content)
+			}
+		}
+	}
+	kw, _ := pe.codec.MergeKwargs(nil)
+	want, err := pe.codec.Render(msgs, nil, false, kw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Qwen3's template writes an empty think block into the assistant
+	// turns after the last user message; the scripted model wrote none (the
+	// assistant_text drift the gate does not count).
+	want = strings.ReplaceAll(want, "<|im_start|>assistant\n<think>\n\n</think>\n\n", "<|im_start|>assistant\n")
+	got, _ := pe.codec.Tok.Decode(s.Tokens, false)
+	if strings.TrimRight(got, "\n") != strings.TrimRight(want, "\n") {
+		t.Fatalf("%s: the sample's tokens decode to\n%q\nthe transcript renders as\n%q", dir, got, want)
+	}
+}
+
+// trialResult reads a trial's result.json.
+func trialResult(t testing.TB, dir string) *trial.Result {
+	t.Helper()
+	var r trial.Result
+	readJSON(t, filepath.Join(dir, "result.json"), &r)
+	return &r
+}
+
+var _ = rollout.Submitted

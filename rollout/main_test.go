@@ -1,0 +1,10 @@
+package rollout_test
+
+import (
+	"testing"
+
+	"github.com/berth-sh/berth/internal/testbin"
+)
+
+// TestMain removes the berth binary the local tests built.
+func TestMain(m *testing.M) { testbin.Main(m) }

@@ -1,0 +1,166 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/berth-sh/berth/harbor/agent"
+	"github.com/berth-sh/berth/harbor/agent/terminus"
+	"github.com/berth-sh/berth/harbor/job"
+	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/session"
+)
+
+// Config is one rollout.
+type Config struct {
+	// Job is the Harbor job the rollout runs: tasks, backend, concurrency,
+	// NAttempts (samples per task), retries, timeouts. Its Agent names the
+	// agent ("terminus", the default).
+	Job job.Config
+	// Terminus configures the agent; its endpoint and key are the trial's
+	// session's, set per trial.
+	Terminus terminus.Options
+	// MaxSeqLen, when set, is the samples' max_seq_len (turns past it are
+	// cut, the sample TRUNCATED) and the agent's context budget unless
+	// Terminus.ContextTokens sets one.
+	MaxSeqLen int
+	// Strict fails the run when a gated TITO mismatch rate is not 0.
+	Strict bool
+}
+
+// Options are what a rollout needs besides its Config.
+type Options struct {
+	Registry *registry.Registry
+	Env      registry.Environ
+	// Sessions is the session server's client (its BaseURL and key).
+	Sessions *session.Client
+	// TokenText, when set, gives token texts for samples.jsonl (the
+	// session server's tokenizer).
+	TokenText func(id int) string
+	Events    func(job.Event)
+	Logger    *slog.Logger
+}
+
+// Result is a finished rollout.
+type Result struct {
+	Job     *job.Result
+	Summary *job.Summary
+	Rollout *Summary
+}
+
+// ErrStrict is a run whose gated TITO mismatch rates are not all 0.
+var ErrStrict = errors.New("TITO strict gate failed")
+
+// SummaryFile is the rollout's summary in the job directory.
+const SummaryFile = "rollout.json"
+
+// Run runs the rollout to the end (or until ctx is cancelled: running
+// trials are torn down and their sessions deleted) and writes rollout.json.
+func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
+	if opts.Sessions == nil || opts.Sessions.BaseURL == "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "a rollout needs a session server")
+	}
+	if cfg.Job.Agent == "" {
+		cfg.Job.Agent = terminus.Name
+	}
+	if cfg.Job.Agent != terminus.Name {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "agent %q cannot run a rollout (known: %s)", cfg.Job.Agent, terminus.Name)
+	}
+	if cfg.Terminus.ContextTokens == 0 {
+		cfg.Terminus.ContextTokens = cfg.MaxSeqLen
+	}
+	if cfg.Job.Model == "" {
+		cfg.Job.Model = cfg.Terminus.Model
+	}
+	// Fail on a bad agent configuration now, not once per trial.
+	probe := cfg.Terminus
+	probe.APIBase = opts.Sessions.SessionURL("check")
+	if _, err := terminus.New(probe); err != nil {
+		return nil, err
+	}
+	h := &hooks{cfg: cfg, opts: opts}
+	jres, sum, err := job.Run(ctx, cfg.Job, job.Options{Registry: opts.Registry, Env: opts.Env, Events: opts.Events, Logger: opts.Logger, Hooks: h})
+	if sum == nil {
+		return nil, err
+	}
+	res := &Result{Job: jres, Summary: sum}
+	rs, serr := summarize(sum.Dir, cfg.Strict)
+	if serr != nil {
+		return res, errors.Join(err, serr)
+	}
+	res.Rollout = rs
+	if werr := atomicfile.WriteJSON(filepath.Join(sum.Dir, SummaryFile), rs); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if err == nil && len(rs.StrictFailures) > 0 {
+		err = fmt.Errorf("%w: %v", ErrStrict, rs.StrictFailures)
+	}
+	return res, err
+}
+
+// hooks open a session per trial attempt and collect it after.
+type hooks struct {
+	cfg  Config
+	opts Options
+}
+
+// sessionAgent is the trial's agent with the session it talks to.
+type sessionAgent struct {
+	*terminus.Agent
+	session string
+}
+
+// Agent implements job.Hooks: a new session and an agent pointed at it.
+func (h *hooks) Agent(ctx context.Context, t job.TrialInfo) (agent.Agent, error) {
+	id, err := h.opts.Sessions.Create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := h.cfg.Terminus
+	o.APIBase, o.APIKey = h.opts.Sessions.SessionURL(id), h.opts.Sessions.APIKey
+	a, err := terminus.New(o)
+	if err != nil {
+		h.deleteSession(ctx, id)
+		return nil, err
+	}
+	return &sessionAgent{Agent: a, session: id}, nil
+}
+
+// Finished implements job.Hooks: collect the samples, delete the session,
+// write the samples with the trial's outcome. It does not depend on ctx:
+// a cancelled rollout still closes its sessions.
+func (h *hooks) Finished(ctx context.Context, t job.TrialInfo, ag agent.Agent, r *trial.Result) {
+	ctx = context.WithoutCancel(ctx)
+	sa, _ := ag.(*sessionAgent)
+	o := outcomeOf(r)
+	var p *samplesPayload
+	if sa != nil {
+		sctx, cancel := context.WithTimeout(ctx, collectTimeout)
+		payload, err := h.opts.Sessions.Samples(sctx, sa.session, h.cfg.MaxSeqLen)
+		cancel()
+		if err != nil && o.abortReason == "" {
+			o.abortReason = "collecting the session's samples: " + err.Error()
+		}
+		p = &samplesPayload{p: payload, session: sa.session}
+		h.deleteSession(ctx, sa.session)
+	} else if o.abortReason == "" {
+		o.abortReason = "no model session"
+	}
+	if err := writeSamples(t.Dir, p, r, o, h.opts.TokenText); err != nil && h.opts.Logger != nil {
+		h.opts.Logger.Error("writing samples", "trial", t.Name, "error", err)
+	}
+}
+
+func (h *hooks) deleteSession(ctx context.Context, id string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
+	defer cancel()
+	if err := sandbox.IgnoreNotFound(h.opts.Sessions.Delete(dctx, id)); err != nil && h.opts.Logger != nil {
+		h.opts.Logger.Warn("deleting a session", "session", id, "error", err)
+	}
+}
