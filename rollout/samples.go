@@ -60,7 +60,7 @@ func outcomeOf(r *trial.Result) outcome {
 		o.exitStatus = Submitted
 	}
 	if e != nil && (infraKinds[kind] || r.Retryable()) {
-		o.abortReason = e.ExceptionType + ": " + e.ExceptionMessage
+		o.abortReason = e.ExceptionMessage // "<type>: <message>"
 	}
 	return o
 }

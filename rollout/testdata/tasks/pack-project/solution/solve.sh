@@ -4,5 +4,5 @@ mkdir -p /app/project/src /app/project/logs
 echo 'berth project' > /app/project/README
 printf '#!/bin/sh\necho hello\n' > /app/project/src/main.sh
 chmod +x /app/project/src/main.sh
-cd /app && tar -czf project.tar.gz project && cd /
-tar -tzf /app/project.tar.gz
+cd /app && tar -cf project.tar project && cd /
+tar -tf /app/project.tar
