@@ -117,6 +117,7 @@ for the environment a worker needs.`,
 		a.viewCmd(),
 		a.reportCmd(),
 		a.sessionServerCmd(),
+		a.rolloutCmd(),
 	)
 	return root
 }

@@ -24,8 +24,9 @@ func (a *app) runCmd() *cobra.Command {
 	var cfg job.Config
 	var resume string
 	var asJSON bool
+	var lf llmFlags
 	cmd := &cobra.Command{
-		Use:   "run -p DIR [-a oracle|nop] [-e BACKEND] [-n N] [flags]",
+		Use:   "run -p DIR [-a oracle|nop|terminus] [-e BACKEND] [-n N] [flags]",
 		Short: "Run a Harbor job: every task x attempts as trials on one provider",
 		Long: `Run a job of Harbor / Terminal-Bench tasks on one provider. Each selected task
 runs --n-attempts times; every trial gets its own sandbox, labelled with the
@@ -34,6 +35,12 @@ so tools written for Harbor read them:
 
   <jobs-dir>/<job-name>/config.json, job.log, result.json
   <jobs-dir>/<job-name>/<task>__<id>/result.json, trial.log, agent/, verifier/
+
+-a terminus evaluates a model: an LLM agent (after Terminus-2) that works in
+the sandbox's shell, talking to any OpenAI-compatible endpoint (--api-base,
+--model; the key from --api-key-file, else $OPENAI_API_KEY, never logged).
+Its token counts and per-turn metrics land in result.json, its trajectory in
+agent/trajectory.json; --resume needs the same --api-base again.
 
 The backend defaults to $HARBOR_ENV_TYPE, then local. Creates respect the
 provider's limits from the registry (--max-creates-in-flight overrides).
@@ -49,6 +56,7 @@ cancelled and writes result.json; a second Ctrl-C does not skip teardown.
 A job that was interrupted, even by kill -9, continues with --resume.`,
 		Example: `  berth run -p ./tasks -a oracle -n 8
   berth run -p ./tasks -e daytona -k 4 --job-name nightly -o ./jobs
+  berth run -p ./tasks -a terminus --api-base http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B
   berth run --resume ./jobs/nightly
   berth run -p ./tasks --json | jq -c 'select(.type=="trial_finished")'`,
 		Args: cobra.NoArgs,
@@ -70,12 +78,16 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 				}
 				cfg.Overrides.StorageMB = mb
 			}
-			return a.runJob(cmd.Context(), cfg, resume, asJSON)
+			hooks, err := lf.hooks(a, &cfg, resume != "")
+			if err != nil {
+				return err
+			}
+			return a.runJob(cmd.Context(), cfg, resume, asJSON, hooks)
 		}),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&cfg.TasksPath, "path", "p", "", "tasks directory (or one task)")
-	f.StringVarP(&cfg.Agent, "agent", "a", "oracle", "agent: oracle (the task's solution) or nop")
+	f.StringVarP(&cfg.Agent, "agent", "a", "oracle", "agent: oracle (the task's solution), nop, or terminus (a model through --api-base)")
 	f.StringVarP(&cfg.Backend, "env", "e", "", "provider (default $HARBOR_ENV_TYPE, then local)")
 	f.IntVarP(&cfg.NConcurrent, "n-concurrent", "n", 4, "trials at once")
 	f.IntVarP(&cfg.NAttempts, "n-attempts", "k", 1, "attempts per task")
@@ -95,17 +107,17 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	f.DurationVar(&cfg.SandboxTTL, "sandbox-ttl", 0, "sandbox lifetime (default: the trial's limits plus the provider's margin; shorter is refused)")
 	f.StringVar(&resume, "resume", "", "continue the job in this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")
+	lf.add(f, true)
 	return cmd
 }
 
-func (a *app) runJob(ctx context.Context, cfg job.Config, resume string, asJSON bool) error {
-	// The first Ctrl-C (or SIGTERM) cancels; later ones only say that
-	// teardown is still running, because skipping it would leak sandboxes.
+// interruptible cancels ctx at the first Ctrl-C (or SIGTERM); later ones
+// only say that teardown is still running, because skipping it would leak
+// sandboxes.
+func (a *app) interruptible(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		n := 0
 		for range sigs {
@@ -118,9 +130,15 @@ func (a *app) runJob(ctx context.Context, cfg job.Config, resume string, asJSON 
 			}
 		}
 	}()
+	return ctx, func() { signal.Stop(sigs); close(sigs); cancel() }
+}
+
+func (a *app) runJob(ctx context.Context, cfg job.Config, resume string, asJSON bool, hooks job.Hooks) error {
+	ctx, stop := a.interruptible(ctx)
+	defer stop()
 
 	ev := a.eventSink(asJSON)
-	opts := job.Options{Registry: a.reg, Env: a.env, Events: ev.event}
+	opts := job.Options{Registry: a.reg, Env: a.env, Events: ev.event, Hooks: hooks}
 	var (
 		sum *job.Summary
 		err error

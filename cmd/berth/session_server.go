@@ -3,11 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,16 +11,13 @@ import (
 
 	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
-	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"
 )
 
-// testEngineURL selects the scripted test engine (a demo, not a model).
-const testEngineURL = "test:"
-
 func (a *app) sessionServerCmd() *cobra.Command {
-	var engineURL, dialect, engineKeyFile, addr, family, tokDir, templatePath, matcher, keyFile, logLevel string
+	var addr, keyFile, logLevel string
+	var sf sessionFlags
 	var insecure bool
 	var o session.Options
 	cmd := &cobra.Command{
@@ -60,16 +53,7 @@ x-api-key), or --insecure-no-auth.`,
 				return usageError(fmt.Errorf("--log-level %q is not debug, info, warn or error", logLevel))
 			}
 			o.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
-			if tokDir == "" {
-				return usageError(fmt.Errorf("--tokenizer DIR is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json"))
-			}
-			d, err := engine.ParseDialect(dialect)
-			if err != nil {
-				return usageError(err)
-			}
-			if o.Matcher, err = tito.ParseMatcher(matcher); err != nil {
-				return usageError(err)
-			}
+			var err error
 			if keyFile != "" {
 				if o.Keys, err = apikeys.Load(a.env.ExpandHome(keyFile)); err != nil {
 					return usageError(err)
@@ -77,33 +61,18 @@ x-api-key), or --insecure-no-auth.`,
 			} else if !loopback(addr) && !insecure {
 				return usageError(fmt.Errorf("--addr %s is not loopback: give --api-keys FILE (or --insecure-no-auth)", addr))
 			}
-			if o.Codec, err = tito.LoadCodec(tokDir, family, templatePath); err != nil {
-				return usageError(err)
-			}
-			engineKey := ""
-			if engineKeyFile != "" {
-				b, err := os.ReadFile(a.env.ExpandHome(engineKeyFile))
-				if err != nil {
-					return usageError(fmt.Errorf("--engine-api-key-file: %w", err))
-				}
-				engineKey = strings.TrimSpace(string(b))
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
 			defer stop()
-			if engineURL == testEngineURL {
-				url, closeEngine, err := startTestEngine(o.Codec)
-				if err != nil {
-					return err
-				}
-				defer closeEngine()
-				engineURL, d = url, engine.SGLang
-			}
-			if o.Engine, err = engine.New(engineURL, d, engine.Options{APIKey: engineKey}); err != nil {
-				return usageError(err)
+			stopEngine, err := sf.options(a, &o, map[string]func(*tito.Codec) (testengine.Script, error){
+				testEngineURL: func(*tito.Codec) (testengine.Script, error) { return testengine.Echo, nil },
+			})
+			defer stopEngine()
+			if err != nil {
+				return err
 			}
 			return session.ListenAndServe(ctx, addr, o, func(base string) {
 				fmt.Fprintf(a.stdout, "# berth session-server: %s (model family %s, engine %s)\n# a harness's OpenAI base URL: %s/sessions/<id> (create one with POST %s/sessions)\n",
-					base, family, d, base, base)
+					base, sf.family, o.Engine.Dialect(), base, base)
 				if f, ok := a.stdout.(interface{ Sync() error }); ok {
 					_ = f.Sync()
 				}
@@ -111,14 +80,8 @@ x-api-key), or --insecure-no-auth.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&engineURL, "engine", "", `the inference engine's base URL (its router), or "test:" for the scripted test engine`)
-	f.StringVar(&dialect, "engine-dialect", "sglang", "sglang (input_ids), vllm (return_token_ids) or openai (text only: re-tokenized here, counted)")
-	f.StringVar(&engineKeyFile, "engine-api-key-file", "", "file holding the engine's API key (sent as a bearer token)")
+	sf.add(f)
 	f.StringVar(&addr, "addr", "127.0.0.1:30000", "listen address (host:port; port 0 picks one)")
-	f.StringVar(&family, "model-family", "default", "boundary rules: "+strings.Join(tito.FamilyNames(), ", "))
-	f.StringVar(&tokDir, "tokenizer", "", "Hugging Face model directory (tokenizer.json, tokenizer_config.json)")
-	f.StringVar(&templatePath, "chat-template", "", "a Jinja file that replaces the model's chat template")
-	f.StringVar(&matcher, "message-matcher", "strict", "how replayed history must match: strict or loose_tool_call")
 	f.StringVar(&keyFile, "api-keys", "", "API key file, one key per line (mode 0600); required beyond loopback")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "listen beyond loopback without keys")
 	f.IntVar(&o.MaxSessions, "max-sessions", 4096, "live sessions at most; more is answered 429")
@@ -129,35 +92,4 @@ x-api-key), or --insecure-no-auth.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("engine")
 	return cmd
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// startTestEngine serves the scripted test engine (Echo) on loopback.
-func startTestEngine(c *tito.Codec) (string, func(), error) {
-	eos := "<|im_end|>"
-	if v, ok := c.Tpl.SpecialToken("eos_token"); ok {
-		eos = v
-	}
-	te, err := testengine.New(c.Tok, testengine.Echo, testengine.Options{EOS: eos})
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	hs := &http.Server{Handler: te, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
 }

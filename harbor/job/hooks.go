@@ -56,3 +56,13 @@ func (f failedAgent) Name() string                           { return f.name }
 func (f failedAgent) Version() string                        { return "" }
 func (f failedAgent) Setup(context.Context, agent.Env) error { return f.err }
 func (f failedAgent) Run(context.Context, agent.Env) error   { return f.err }
+
+// AgentFunc makes each trial's agent with a function (an agent with its
+// own configuration, such as a model endpoint) and needs nothing after.
+type AgentFunc func(TrialInfo) (agent.Agent, error)
+
+// Agent implements Hooks.
+func (f AgentFunc) Agent(_ context.Context, t TrialInfo) (agent.Agent, error) { return f(t) }
+
+// Finished implements Hooks.
+func (AgentFunc) Finished(context.Context, TrialInfo, agent.Agent, *trial.Result) {}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,6 +122,17 @@ func checkNoKey(t *testing.T, a *Agent, err error) {
 }
 
 func TestSolvesWithConfirmation(t *testing.T) {
+	for _, sh := range []string{"pipe", "tmux"} {
+		t.Run(sh, func(t *testing.T) {
+			if _, err := exec.LookPath(sh); sh == "tmux" && err != nil {
+				t.Skip("tmux not installed (apt-get install tmux)")
+			}
+			solves(t, sh)
+		})
+	}
+}
+
+func solves(t *testing.T, sh string) {
 	f := newFixture(t, func(n int, msgs []map[string]string) (int, string) {
 		switch n {
 		case 1:
@@ -131,10 +143,13 @@ func TestSolvesWithConfirmation(t *testing.T) {
 			return 200, completion(answer(nil, true), "stop", 200, 10)
 		}
 	})
-	a := f.agent(t, nil)
+	a := f.agent(t, func(o *Options) { o.Shell = sh })
 	err := a.Run(t.Context(), f.env)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a.Report().Metadata["shell"] != sh {
+		t.Fatalf("shell %v", a.Report().Metadata["shell"])
 	}
 	res, _ := f.sb.Run(t.Context(), sandbox.Command{Args: []string{"cat", "out.txt"}})
 	if strings.TrimSpace(string(res.Stdout)) != "hello" {

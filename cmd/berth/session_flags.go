@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/testengine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+// testEngineURL selects the scripted test engine (a demo, not a model).
+const testEngineURL = "test:"
+
+// sessionFlags are the session server's engine and tokenizer flags, shared
+// by berth session-server and berth rollout (which runs one in process).
+type sessionFlags struct {
+	engineURL, dialect, engineKeyFile, family, tokDir, templatePath, matcher string
+}
+
+func (s *sessionFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&s.engineURL, "engine", "", `the inference engine's base URL (its router), or "test:" for the scripted test engine`)
+	f.StringVar(&s.dialect, "engine-dialect", "sglang", "sglang (input_ids), vllm (return_token_ids) or openai (text only: re-tokenized here, counted)")
+	f.StringVar(&s.engineKeyFile, "engine-api-key-file", "", "file holding the engine's API key (sent as a bearer token)")
+	f.StringVar(&s.family, "model-family", "default", "boundary rules: "+strings.Join(tito.FamilyNames(), ", "))
+	f.StringVar(&s.tokDir, "tokenizer", "", "Hugging Face model directory (tokenizer.json, tokenizer_config.json)")
+	f.StringVar(&s.templatePath, "chat-template", "", "a Jinja file that replaces the model's chat template")
+	f.StringVar(&s.matcher, "message-matcher", "strict", "how replayed history must match: strict or loose_tool_call")
+}
+
+// codec loads the tokenizer and template (usage errors when they cannot be).
+func (s *sessionFlags) codec() (*tito.Codec, error) {
+	if s.tokDir == "" {
+		return nil, usageError(fmt.Errorf("--tokenizer DIR is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json"))
+	}
+	c, err := tito.LoadCodec(s.tokDir, s.family, s.templatePath)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return c, nil
+}
+
+// options fills o's engine, codec and matcher. scripts maps the test
+// engine's names ("test:" and more) to their scripts; the returned stop
+// ends a test engine.
+func (s *sessionFlags) options(a *app, o *session.Options, scripts map[string]func(*tito.Codec) (testengine.Script, error)) (stop func(), err error) {
+	stop = func() {}
+	d, err := engine.ParseDialect(s.dialect)
+	if err != nil {
+		return stop, usageError(err)
+	}
+	if o.Matcher, err = tito.ParseMatcher(s.matcher); err != nil {
+		return stop, usageError(err)
+	}
+	if o.Codec, err = s.codec(); err != nil {
+		return stop, err
+	}
+	engineKey := ""
+	if s.engineKeyFile != "" {
+		b, err := os.ReadFile(a.env.ExpandHome(s.engineKeyFile))
+		if err != nil {
+			return stop, usageError(fmt.Errorf("--engine-api-key-file: %w", err))
+		}
+		engineKey = strings.TrimSpace(string(b))
+	}
+	url := s.engineURL
+	if strings.HasPrefix(url, testEngineURL) {
+		mk, ok := scripts[url]
+		if !ok {
+			return stop, usageError(fmt.Errorf("--engine %s: no such test engine here (known: %s)", url, strings.Join(keys(scripts), ", ")))
+		}
+		script, err := mk(o.Codec)
+		if err != nil {
+			return stop, usageError(err)
+		}
+		if url, stop, err = startTestEngine(o.Codec, script); err != nil {
+			return func() {}, err
+		}
+		d = engine.SGLang
+	}
+	if o.Engine, err = engine.New(url, d, engine.Options{APIKey: engineKey}); err != nil {
+		stop()
+		return func() {}, usageError(err)
+	}
+	return stop, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startTestEngine serves the scripted test engine on loopback.
+func startTestEngine(c *tito.Codec, script testengine.Script) (string, func(), error) {
+	eos := "<|im_end|>"
+	if v, ok := c.Tpl.SpecialToken("eos_token"); ok {
+		eos = v
+	}
+	te, err := testengine.New(c.Tok, script, testengine.Options{EOS: eos})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: te, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
+}
