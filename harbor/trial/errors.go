@@ -31,7 +31,7 @@ const (
 	// ContextLengthExceeded ends an LLM agent whose model context is full
 	// (Harbor's name); verification still runs.
 	ContextLengthExceeded Kind = "ContextLengthExceededError"
-	Cancelled        Kind = "CancelledError"
+	Cancelled             Kind = "CancelledError"
 	// InvalidTask is a task that cannot run (a malformed task.toml, a
 	// missing test script); the problems name file, line and field.
 	InvalidTask Kind = "InvalidTaskError"

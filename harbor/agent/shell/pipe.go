@@ -107,6 +107,19 @@ func (p *pipe) write(ctx context.Context, s string) error {
 	}
 }
 
+// quiet drops a write error that only says the shell exited by itself
+// (exit typed): Output tells, and the next Send starts a new shell.
+func (p *pipe) quiet(err error) error {
+	select {
+	case <-p.done:
+		if p.err == nil {
+			return nil
+		}
+	default:
+	}
+	return err
+}
+
 func (p *pipe) exitError() error {
 	select {
 	case <-p.done:
@@ -139,6 +152,25 @@ func (p *pipe) ensure(ctx context.Context) error {
 	return nil
 }
 
+// succeeds runs a quiet command in the shell and reports whether it
+// exited 0.
+func (p *pipe) succeeds(ctx context.Context, cmd string) (bool, error) {
+	p.sent++
+	if err := p.write(ctx, cmd+"\n"+p.markerLine(p.sent, "$?")); err != nil {
+		return false, err
+	}
+	idle, err := p.waitIdle(ctx, startTimeout)
+	if err != nil {
+		return false, err
+	}
+	if !idle {
+		return false, sandbox.Errorf(sandbox.Unavailable, "the shell did not answer within %v", startTimeout)
+	}
+	_, v, _ := p.out.state()
+	p.out.take()
+	return v == 0, nil
+}
+
 func (p *pipe) Send(ctx context.Context, keys string, wait time.Duration) (bool, error) {
 	if err := p.ensure(ctx); err != nil {
 		return false, err
@@ -155,18 +187,18 @@ func (p *pipe) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 			return false, fmt.Errorf("%w: %s needs a terminal, and this shell has none (no tmux in the sandbox)", ErrKey, keys)
 		}
 		if err := p.write(ctx, b); err != nil {
-			return false, err
+			return false, p.quiet(err)
 		}
 		line = keys == "Enter"
 	default:
 		if err := p.write(ctx, keys); err != nil {
-			return false, err
+			return false, p.quiet(err)
 		}
 	}
 	if line {
 		p.sent++
 		if err := p.write(ctx, p.markerLine(p.sent, "$?")); err != nil {
-			return false, err
+			return false, p.quiet(err)
 		}
 	}
 	if seen, _, _ := p.out.state(); seen >= p.sent {

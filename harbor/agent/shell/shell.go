@@ -73,18 +73,20 @@ func Open(ctx context.Context, sb *sandbox.Sandbox, o Options) (Session, error) 
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = 16 << 10
 	}
-	mode := o.Mode
-	if mode == "" || mode == "auto" {
-		mode = "pipe"
-		res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "command -v tmux"}})
+	switch o.Mode {
+	case "", "auto":
+		// The pipe shell asks whether tmux is there: no exec of its own for
+		// the question (a round trip on remote providers).
+		p, err := openPipe(ctx, sb, o)
 		if err != nil {
 			return nil, err
 		}
-		if res.ExitCode == 0 {
-			mode = "tmux"
+		has, err := p.succeeds(ctx, "command -v tmux >/dev/null 2>&1")
+		if err != nil || !has {
+			return p, err
 		}
-	}
-	switch mode {
+		p.Close(ctx)
+		return openTmux(ctx, sb, o)
 	case "tmux":
 		return openTmux(ctx, sb, o)
 	case "pipe":

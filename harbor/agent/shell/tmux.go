@@ -73,33 +73,64 @@ func (t *tmux) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 	if err != nil {
 		return false, err
 	}
-	// The wait line is typed after the command and runs when it is done.
-	// An interrupt flushes what was typed ahead, so it is typed again.
-	if line || (strings.HasPrefix(keys, "C-") && t.sent > t.seen) {
-		if line {
-			t.sent++
-		}
-		if _, err := t.tmux(ctx, 0, "send-keys", "-t", tmuxSession, "-l", "--", fmt.Sprintf(" tmux -S %s wait -S %s%d\n", t.sock, t.channel, t.sent)); err != nil {
-			return false, err
-		}
+	interrupt := strings.HasPrefix(keys, "C-") && t.sent > t.seen
+	if line {
+		t.sent++
 	}
-	if t.seen >= t.sent {
+	switch {
+	case line:
+		return t.waitLine(ctx, wait, typeOnce)
+	case interrupt:
+		return t.waitLine(ctx, wait, typeAgain)
+	case t.seen >= t.sent:
 		return true, waitFor(ctx, min(wait, 50*time.Millisecond))
 	}
-	if wait <= 0 {
-		return false, nil
+	return t.waitLine(ctx, wait, typeNone) // keys for what runs
+}
+
+// How waitLine types the wait line.
+const (
+	typeNone  = iota // already typed
+	typeOnce         // after a new line
+	typeAgain        // after an interrupt, which may flush what was typed ahead
+)
+
+// waitLine waits for the wait line typed after what runs (it runs when
+// that is done). After an interrupt the shell may drop what was typed
+// ahead, the wait line too, so it is typed again until the wait ends.
+func (t *tmux) waitLine(ctx context.Context, wait time.Duration, how int) (bool, error) {
+	deadline := time.Now().Add(wait)
+	typed := how == typeNone
+	retype := how == typeAgain
+	for try := 0; ; try++ {
+		if !typed || retype {
+			if _, err := t.tmux(ctx, 0, "send-keys", "-t", tmuxSession, "-l", "--", fmt.Sprintf(" tmux -S %s wait -S %s%d\n", t.sock, t.channel, t.sent)); err != nil {
+				return false, err
+			}
+			typed = true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		per := left
+		if retype {
+			per = min(left, 100*time.Millisecond<<min(try, 5))
+		}
+		_, err := t.tmux(ctx, per, "wait-for", fmt.Sprintf("%s%d", t.channel, t.sent))
+		switch {
+		case err == nil:
+			t.seen = t.sent
+			return true, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case !errors.Is(err, sandbox.ErrDeadlineExceeded):
+			return false, err
+		}
+		if !retype {
+			return false, nil // still running at the caller's wait
+		}
 	}
-	_, err = t.tmux(ctx, wait, "wait-for", fmt.Sprintf("%s%d", t.channel, t.sent))
-	switch {
-	case err == nil:
-		t.seen = t.sent
-		return true, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	case errors.Is(err, sandbox.ErrDeadlineExceeded):
-		return false, nil // still running at the caller's wait
-	}
-	return false, err
 }
 
 func (t *tmux) Output(ctx context.Context) (string, error) {

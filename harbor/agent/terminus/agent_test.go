@@ -184,9 +184,9 @@ func solves(t *testing.T, sh string) {
 	}
 	var traj struct {
 		Steps []struct {
-			Source      string `json:"source"`
-			Message     string `json:"message"`
-			ToolCalls   []struct {
+			Source    string `json:"source"`
+			Message   string `json:"message"`
+			ToolCalls []struct {
 				Function  string          `json:"function_name"`
 				Arguments json.RawMessage `json:"arguments"`
 			} `json:"tool_calls"`
@@ -262,9 +262,13 @@ func TestEndings(t *testing.T) {
 		}, func(err error) bool { return err == nil }, EndTurnLimit, 2},
 		{"endpoint keeps failing", func(o *Options) { o.MaxRetries = 2 }, func(int, []map[string]string) (int, string) {
 			return 502, `bad gateway`
-		}, func(err error) bool { return isA[*agent.ModelError](err) && sandbox.ClassOf(err) == sandbox.Unavailable }, EndModelError, 3},
+		}, func(err error) bool {
+			return isA[*agent.ModelError](err) && sandbox.ClassOf(err) == sandbox.Unavailable
+		}, EndModelError, 3},
 		{"wrong key", func(o *Options) { o.APIKey = "sk-wrong" }, nil,
-			func(err error) bool { return isA[*agent.ModelError](err) && sandbox.ClassOf(err) == sandbox.Unauthenticated }, EndModelError, 1},
+			func(err error) bool {
+				return isA[*agent.ModelError](err) && sandbox.ClassOf(err) == sandbox.Unauthenticated
+			}, EndModelError, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.script)
