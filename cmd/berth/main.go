@@ -112,6 +112,7 @@ for the environment a worker needs.`,
 		a.runCmd(),
 		a.smokeCmd(),
 		a.serveCmd(),
+		a.openenvCmd(),
 		a.agentCmd(),
 		a.imageCmd(),
 	)
