@@ -225,4 +225,3 @@ func TestOpenEnvCapacity(t *testing.T) {
 		t.Fatalf("%d sandboxes after both sessions closed", n)
 	}
 }
-
