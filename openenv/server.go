@@ -179,11 +179,17 @@ func (s *Server) reserve() error {
 	return nil
 }
 
+// release frees the slot and ends the session's count.
 func (s *Server) release() {
+	s.free()
+	s.sessions.Done()
+}
+
+// free gives the slot back; Close still waits for the session to end.
+func (s *Server) free() {
 	s.mu.Lock()
 	s.active--
 	s.mu.Unlock()
-	s.sessions.Done()
 }
 
 // closeEnv closes env with a context of its own: the client may be gone,

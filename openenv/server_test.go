@@ -496,3 +496,18 @@ func TestServerCloseEndsSessions(t *testing.T) {
 		t.Errorf("%d environments closed", f.closed.Load())
 	}
 }
+
+// Once a client has seen its session close, the slot is free: the next
+// session gets in without retrying.
+func TestSlotFreeWhenCloseSeen(t *testing.T) {
+	f := start(t, func(o *openenv.Options, _ *fixture) { o.MaxConcurrentEnvs = 1 })
+	for i := range 30 {
+		c, _ := openenv.NewClient(f.url, openenv.ClientOptions{})
+		if _, err := c.Reset(t.Context(), nil); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

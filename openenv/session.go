@@ -48,7 +48,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = c.Close(websocket.StatusNormalClosure, "")
 		return
 	}
-	defer s.release()
+	// The slot is free before the client sees the close (as OpenEnv
+	// destroys the session before closing the socket), so a client that
+	// saw it can open the next session at once.
+	freed := false
+	free := func() {
+		if !freed {
+			freed = true
+			s.free()
+		}
+	}
+	defer s.sessions.Done()
+	defer free()
 
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -58,6 +69,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.opts.Logger.Warn("environment factory failed", "env", s.opts.Info.Name, "error", err)
 		s.send(c, errorFrame(ErrorData{Message: factoryMessage(s.opts.Info.Name), Code: FactoryError,
 			Extra: map[string]any{"factory_name": s.opts.Info.Name}}))
+		free()
 		_ = c.Close(websocket.StatusNormalClosure, "")
 		return
 	}
@@ -87,6 +99,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 
 	code, reason := s.loop(ctx, c, env, frames)
 	s.closeEnv(env)
+	free()
 	if code != 0 {
 		_ = c.Close(code, reason)
 	}
