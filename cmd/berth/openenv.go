@@ -134,8 +134,8 @@ Listening beyond loopback needs --api-keys FILE (one key per line, mode
 				MaxFrameBytes: maxFrame, Auth: auth, Logger: log,
 			}
 			return classExit(openenv.ListenAndServe(ctx, addr, opts, func(url string) {
-				fmt.Fprintf(a.stdout, "# berth openenv serve: tbench2 over %q, %d tasks in %s, at most %d sessions; sandboxes labelled %s=%s\nexport OPENENV_ENV_URL=%s\n",
-					p.Name(), len(tasks), tasksDir, maxEnvs, trial.LabelJob, server, url)
+				fmt.Fprintf(a.stdout, "# berth openenv serve: tbench2 over %q (tasks in %s: %d; sessions at most %d); sandboxes labelled %s=%s\nexport OPENENV_ENV_URL=%s\n",
+					p.Name(), tasksDir, len(tasks), maxEnvs, trial.LabelJob, server, url)
 				if s, ok := a.stdout.(interface{ Sync() error }); ok {
 					_ = s.Sync()
 				}
