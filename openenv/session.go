@@ -186,7 +186,14 @@ func (s *Server) dispatch(ctx context.Context, env Env, raw []byte) (answer []by
 	invalid := func(errs []FieldError) []byte {
 		return errorFrame(ErrorData{Message: "Invalid message", Code: ValidationError, Extra: map[string]any{"errors": errs}})
 	}
-	execErr := func(err error) []byte {
+	// reply is the frame of typ holding v, or the EXECUTION_ERROR of err.
+	reply := func(typ string, v any, err error) []byte {
+		if err == nil {
+			var b []byte
+			if b, err = dataFrame(typ, v); err == nil {
+				return b
+			}
+		}
 		return errorFrame(ErrorData{Message: err.Error(), Code: ExecutionError})
 	}
 	switch {
@@ -200,14 +207,7 @@ func (s *Server) dispatch(ctx context.Context, env Env, raw []byte) (answer []by
 			_ = json.Unmarshal(d, &args)
 		}
 		obs, err := env.Reset(ctx, args)
-		if err != nil {
-			return execErr(err), nil
-		}
-		b, err := dataFrame(TypeObservation, obs)
-		if err != nil {
-			return execErr(err), nil
-		}
-		return b, nil
+		return reply(TypeObservation, obs, err), nil
 	case isString && typ == TypeStep:
 		msg, errs := stepFrame.Validate(raw)
 		if errs != nil {
@@ -217,27 +217,13 @@ func (s *Server) dispatch(ctx context.Context, env Env, raw []byte) (answer []by
 			return invalid(errs), nil
 		}
 		obs, err := env.Step(ctx, msg["data"])
-		if err != nil {
-			return execErr(err), nil
-		}
-		b, err := dataFrame(TypeObservation, obs)
-		if err != nil {
-			return execErr(err), nil
-		}
-		return b, nil
+		return reply(TypeObservation, obs, err), nil
 	case isString && typ == TypeState:
 		if _, errs := stateFrame.Validate(raw); errs != nil {
 			return invalid(errs), nil
 		}
 		st, err := env.State(ctx)
-		if err != nil {
-			return execErr(err), nil
-		}
-		b, err := dataFrame(TypeState, st)
-		if err != nil {
-			return execErr(err), nil
-		}
-		return b, nil
+		return reply(TypeState, st, err), nil
 	case isString && typ == TypeClose:
 		if _, errs := closeFrame.Validate(raw); errs != nil {
 			return invalid(errs), nil
