@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -103,6 +104,7 @@ type Env struct {
 	task        *task.Task
 	sb          *sandbox.Sandbox
 	shell       string // bash, or sh where the image has no bash
+	workdir     string // where commands run
 	ttl         time.Duration
 	armed       time.Time
 	instruction string
@@ -194,9 +196,9 @@ func (e *Env) Reset(ctx context.Context, args map[string]json.RawMessage) (*open
 		e.teardown(ctx)
 		return nil, err
 	}
-	e.shell = "sh"
-	if _, err := sb.Stat(ctx, "/bin/bash"); err == nil {
-		e.shell = "bash"
+	if err := e.probe(ctx); err != nil {
+		e.teardown(ctx)
+		return nil, err
 	}
 	e.instruction = t.Instruction
 	e.state = State{EpisodeID: &episode, TaskID: taskID, TaskPath: rel, TerminalReady: true}
@@ -327,7 +329,7 @@ func (e *Env) act(ctx context.Context, a Action, session string) outcome {
 			return outcome{err: errors.New("file_path is required for action_type='write_file'")}
 		}
 		if !strings.HasPrefix(p, "/") {
-			p = filepath.ToSlash(filepath.Join(cmpOr(e.task.Workdir, "/"), p))
+			p = path.Join(e.workdir, p)
 		}
 		if err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644); err != nil {
 			return outcome{err: err}
@@ -342,11 +344,22 @@ func (e *Env) act(ctx context.Context, a Action, session string) outcome {
 	return outcome{err: wireError("Unsupported action_type: " + a.ActionType)}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// probe learns, in one command, where commands run (relative write_file
+// paths go there) and whether the image has bash.
+func (e *Env) probe(ctx context.Context) error {
+	res, err := e.sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "pwd; command -v bash || true"}})
+	if err != nil {
+		return err
 	}
-	return b
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	e.workdir, e.shell = "/", "sh"
+	if len(lines) > 0 && path.IsAbs(lines[0]) {
+		e.workdir = lines[0]
+	}
+	if len(lines) > 1 && strings.HasSuffix(lines[1], "/bash") {
+		e.shell = "bash"
+	}
+	return nil
 }
 
 // keepalive re-arms the sandbox's TTL at most every TTL/6, so that an

@@ -46,6 +46,12 @@ func TestEveryAction(t *testing.T) {
 	if o, _ = step(t, c, tbench2.Exec("cat /tmp/note.txt")); o.Output != "hello\n" {
 		t.Fatalf("cat after write_file: %q", o.Output)
 	}
+	if o, _ = step(t, c, tbench2.Action{ActionType: tbench2.ActionWriteFile, FilePath: "rel/note.txt", Content: "here"}); !o.Success {
+		t.Fatalf("write_file to a relative path: %+v", o)
+	}
+	if o, _ = step(t, c, tbench2.Exec("cat rel/note.txt")); o.Output != "here" {
+		t.Fatalf("a relative write_file is not where commands run: %q", o.Output)
+	}
 
 	// A background session: started, fed through its stdin, waited on,
 	// viewed, killed.
