@@ -2,7 +2,10 @@ package tbench2_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,4 +291,56 @@ func randomBytes(n int) []byte {
 		b[i] = byte(x)
 	}
 	return b
+}
+
+// The stateless HTTP routes: reset makes and deletes a sandbox, step has no
+// episode to act on, and the schema is Tbench2Action's as pydantic writes it.
+func TestHTTPRoutes(t *testing.T) {
+	e := newEnv(t, nil)
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post(e.url+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post("/reset", `{"task_id": "answer", "seed": 3}`)
+	if code != 200 || !strings.Contains(body, `"instruction":"Write 42 to /tmp/answer.\n"`) || !strings.Contains(body, `"reward":0.0,"done":false}`) {
+		t.Fatalf("POST /reset: %d %s", code, body)
+	}
+	if e.live() != 0 {
+		t.Errorf("the stateless reset left its sandbox")
+	}
+	if code, body = post("/step", `{"action": {"action_type": "exec", "command": "true"}}`); code != 500 || body != `{"detail":"TB2 environment not initialized. Call reset() first."}` {
+		t.Errorf("POST /step: %d %s", code, body)
+	}
+	if code, body = post("/step", `{"action": {"action_type": 1}}`); code != 422 || body != `{"detail":[{"type":"string_type","loc":["action_type"],"msg":"Input should be a valid string","input":1}]}` {
+		t.Errorf("POST /step with a bad action: %d %s", code, body)
+	}
+	resp, err := http.Get(e.url + "/schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var schema struct {
+		Action struct {
+			Title                string                    `json:"title"`
+			AdditionalProperties bool                      `json:"additionalProperties"`
+			Properties           map[string]map[string]any `json:"properties"`
+		} `json:"action"`
+		Observation map[string]any `json:"observation"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&schema); err != nil {
+		t.Fatal(err)
+	}
+	a := schema.Action
+	if a.Title != "Tbench2Action" || a.AdditionalProperties || a.Properties["action_type"]["default"] != "exec" || a.Properties["block"]["default"] != true ||
+		a.Properties["session_id"]["anyOf"] == nil || a.Properties["action_type"]["title"] != "Action Type" || len(a.Properties) != 8 {
+		t.Errorf("action schema: %+v", a)
+	}
+	if schema.Observation["title"] != "Tbench2Observation" {
+		t.Errorf("observation schema: %v", schema.Observation)
+	}
 }
