@@ -511,3 +511,35 @@ func TestSlotFreeWhenCloseSeen(t *testing.T) {
 		}
 	}
 }
+
+// A full server that just closes new sessions normally (as OpenEnv's
+// docker-mode server does) is waited out like CAPACITY_REACHED.
+func TestClientRetriesCleanClose(t *testing.T) {
+	f := start(t, nil)
+	var refused atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refused.Add(1) <= 3 {
+			c, err := websocket.Accept(w, r, nil)
+			if err == nil {
+				c.Close(websocket.StatusNormalClosure, "")
+			}
+			return
+		}
+		f.srv.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	c, _ := openenv.NewClient(hs.URL, openenv.ClientOptions{CapacityWait: 30 * time.Second, CapacityBackoff: [2]time.Duration{time.Millisecond, 5 * time.Millisecond}})
+	defer c.Close()
+	if _, err := c.Reset(t.Context(), map[string]any{"start": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := refused.Load(); n != 4 {
+		t.Errorf("%d connections, want 3 refused and 1 served", n)
+	}
+	// Without a wait, the first clean close is the answer.
+	refused.Store(0)
+	c2, _ := openenv.NewClient(hs.URL, openenv.ClientOptions{})
+	if _, err := c2.Reset(t.Context(), nil); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Errorf("without CapacityWait: %v", err)
+	}
+}
