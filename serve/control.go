@@ -209,12 +209,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		s.st.release(keyID)
 		s.m.creates.WithLabelValues("failed").Inc()
 		s.log.Warn("create failed", "key", keyID, "template", tmpl, "error", err)
-		status := statusOf(err)
-		if status == http.StatusTooManyRequests {
+		if sandbox.ClassOf(err) == sandbox.ResourceExhausted && sandbox.RetryAfterOf(err) == 0 && !sandbox.IsPermanent(err) {
 			writeRetry(w, time.Second, "creating the sandbox: %v", err)
 			return
 		}
-		writeError(w, status, "creating the sandbox: %v", err)
+		writeClassed(w, err, "creating the sandbox: %v", err)
 		return
 	}
 	rec := &record{
@@ -226,7 +225,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	}
 	if err := s.attachPlane(r.Context(), rec); err != nil {
 		s.abandon(rec)
-		writeError(w, statusOf(err), "setting up the sandbox's data plane: %v", err)
+		writeClassed(w, err, "setting up the sandbox's data plane: %v", err)
 		return
 	}
 	s.arm(rec, ttl)
@@ -311,7 +310,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, keyID string) {
 		return
 	}
 	if err := s.deleteSandbox(r.Context(), r.PathValue("id"), "api"); err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -337,7 +336,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, keyID string
 		return
 	}
 	if err := s.retime(r.Context(), rec, d, true); err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -373,7 +372,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, keyID string) {
 		err = s.retime(r.Context(), rec, d, false)
 	}
 	if err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -395,7 +394,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, keyID string) {
 		err = s.retime(r.Context(), rec, d, false)
 	}
 	if err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.sandboxJSON(rec))
