@@ -155,3 +155,20 @@ func (l *LaunchEnv) Map() map[string]string {
 	}
 	return m
 }
+
+// DefaultBackend is the provider name when a command names none.
+const DefaultBackend = "local"
+
+// Backend is the one rule every berth verb follows to pick its provider:
+// the flag (--backend, berth run's -e) when given, else $BERTH_BACKEND
+// (what `berth env` sets for workers), else $HARBOR_ENV_TYPE (Harbor's own
+// variable, which `berth env` sets to the same name), else local. The name
+// is trimmed; Lookup resolves aliases and case.
+func Backend(flag string, env Environ) string {
+	for _, v := range []string{flag, env.Get(BackendVar), env.Get(HarborVar)} {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return DefaultBackend
+}
