@@ -32,7 +32,8 @@ func pair() Entry {
 				return nil, errors.New("want two lines")
 			},
 		},
-		Open: nopOpen,
+		Open:         nopOpen,
+		Capabilities: nopCaps,
 	}
 }
 

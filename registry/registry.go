@@ -28,13 +28,17 @@ func New() *Registry {
 var Default = New()
 
 // Register adds an entry. It panics on an empty name, a duplicate name or
-// alias, or a missing factory: those are programming errors found at start-up.
+// alias, or a missing factory or Capabilities function: those are
+// programming errors found at start-up.
 func (r *Registry) Register(e Entry) {
 	if e.Name == "" || e.Name != strings.ToLower(strings.TrimSpace(e.Name)) {
 		panic(fmt.Sprintf("registry: Register with invalid name %q", e.Name))
 	}
 	if e.Open == nil {
 		panic("registry: Register " + e.Name + " without a factory")
+	}
+	if e.Capabilities == nil {
+		panic("registry: Register " + e.Name + " without its driver's Capabilities function")
 	}
 	if err := e.check(); err != nil {
 		panic("registry: Register " + e.Name + ": " + err.Error())

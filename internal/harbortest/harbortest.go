@@ -31,15 +31,15 @@ func Busybox(t testing.TB) string {
 // provider in chroot mode on a state dir of the test's.
 func Registry(t testing.TB, faults *fakeprovider.Injector) *registry.Registry {
 	bb := Busybox(t)
-	state := t.TempDir()
+	opts := fakeprovider.Options{StateDir: t.TempDir(), Faults: faults, Busybox: bb, NativeTrees: true}
 	r := registry.New()
 	r.Register(registry.Entry{
 		Name:         "fake",
 		Summary:      "fault-injecting fake provider (tests only)",
 		DefaultImage: "host",
-		Capabilities: sandbox.Capabilities{ResourceMode: sandbox.ResourcesLimits, Networks: []sandbox.NetworkMode{sandbox.NetworkNone}},
+		Capabilities: func() sandbox.Capabilities { return fakeprovider.CapabilitiesOf(opts) },
 		Open: func(context.Context, registry.Config) (driver.Provider, error) {
-			return fakeprovider.New(fakeprovider.Options{StateDir: state, Faults: faults, Busybox: bb, NativeTrees: true})
+			return fakeprovider.New(opts)
 		},
 	})
 	return r

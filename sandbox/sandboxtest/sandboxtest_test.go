@@ -28,3 +28,25 @@ func TestNativeTrees(t *testing.T) {
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "host"} },
 	})
 }
+
+// TestMinimalProvider runs the suite against a fake provider whose handles
+// implement nothing optional (no SetTimeout, no Signal, no trees): its
+// Capabilities say so, and the gated cases check that each such call is
+// refused as NotSupported instead of skipping.
+func TestMinimalProvider(t *testing.T) {
+	opts := fakeprovider.Options{StateDir: t.TempDir(), Minimal: true}
+	caps := fakeprovider.CapabilitiesOf(opts)
+	if caps.SetTimeout || caps.Signal || caps.TreeUpload || caps.TreeDownload || caps.Pause {
+		t.Fatalf("minimal handles claim %+v", caps)
+	}
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			d, err := fakeprovider.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sandbox.NewProvider("fake-minimal", d)
+		},
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "host"} },
+	})
+}
