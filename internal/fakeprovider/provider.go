@@ -39,7 +39,9 @@ type Options struct {
 	// minimal root (busybox and its applets in /bin, /tmp, /dev/null) and
 	// runs commands chrooted into it, so absolute paths in scripts
 	// (/logs/verifier/reward.txt) land in the sandbox and not on the host.
-	// Needs root.
+	// As root the chroot is direct; without root each command gets a user
+	// namespace of its own (userns.go; ChrootMissing says whether that
+	// works here).
 	Busybox string
 }
 
