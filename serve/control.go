@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"runtime"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -183,7 +183,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		labels[LauncherLabel] = LauncherValue
 	}
 	internet := req.AllowInternetAccess == nil || *req.AllowInternetAccess
-	spec := sandbox.Spec{Image: image, Env: req.EnvVars, Labels: labels, TTL: ttl, Network: sandbox.Network{Mode: sandbox.NetworkNone}}
+	spec := sandbox.Spec{Image: image, Env: req.EnvVars, Labels: labels, TTL: ttl, Network: sandbox.Network{Mode: sandbox.NetworkNone},
+		Resources: s.opts.Resources}
 	if internet && !s.opts.DenyInternet && s.caps.Supports(sandbox.NetworkPublic) {
 		spec.Network.Mode = sandbox.NetworkPublic
 	} else {
@@ -193,20 +194,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		refuse(http.StatusBadRequest, "%v", err)
 		return
 	}
-	if !s.st.reserve(keyID, s.opts.MaxSandboxesPerKey) {
+	if over := s.st.reserve(keyID, spec.Resources, s.opts.MaxSandboxesPerKey, s.opts.KeyCeiling); over != "" {
 		s.m.rateLimited.Inc()
 		s.m.creates.WithLabelValues("refused").Inc()
 		after := time.Second
 		if end := s.st.soonestEnd(keyID); !end.IsZero() {
 			after = min(max(time.Until(end), time.Second), time.Minute)
 		}
-		writeRetry(w, after, "this API key has %d live sandboxes, the most this server allows; kill one or wait", s.opts.MaxSandboxesPerKey)
+		writeRetry(w, after, "a sandbox more would give this API key %s; kill one or wait", over)
 		return
 	}
 	start := time.Now()
 	sb, err := s.p.Create(r.Context(), spec)
 	if err != nil {
-		s.st.release(keyID)
+		s.st.release(keyID, spec.Resources)
 		s.m.creates.WithLabelValues("failed").Inc()
 		s.log.Warn("create failed", "key", keyID, "template", tmpl, "error", err)
 		if sandbox.ClassOf(err) == sandbox.ResourceExhausted && sandbox.RetryAfterOf(err) == 0 && !sandbox.IsPermanent(err) {
@@ -219,6 +220,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	rec := &record{
 		id: id, keyID: keyID, token: newToken(), templateID: tmpl, image: image,
 		metadata: maps.Clone(req.Metadata), internet: internet, startedAt: start, sb: sb,
+		resources: spec.Resources,
 	}
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
@@ -292,7 +294,8 @@ func (s *Server) sandboxJSON(rec *record) sandboxJSON {
 func (s *Server) listedJSON(rec *record) listedJSON {
 	return listedJSON{
 		SandboxID: rec.id, TemplateID: rec.templateID, Alias: rec.templateID, ClientID: "",
-		CPUCount: runtime.NumCPU(), StartedAt: rec.startedAt.UTC(), EndAt: rec.deadline().UTC(),
+		CPUCount: max(int(math.Ceil(rec.resources.CPUs)), 1), MemoryMB: rec.resources.MemoryMB, DiskSizeMB: rec.resources.StorageMB,
+		StartedAt: rec.startedAt.UTC(), EndAt: rec.deadline().UTC(),
 		EnvdVersion: EnvdVersion, State: "running", Metadata: rec.metadata,
 	}
 }
