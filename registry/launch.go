@@ -39,6 +39,10 @@ func (r *Registry) Launch(name string, env Environ, keyFile string) (*LaunchEnv,
 	}
 	l := &LaunchEnv{Vars: []Var{{BackendVar, e.Name}, {HarborVar, e.Name}}}
 	l.Vars = append(l.Vars, sup.Vars...)
+	if strict(env) {
+		// Workers refuse an exposed key file too.
+		l.Vars = append(l.Vars, Var{StrictKeyFilesVar, "1"})
+	}
 	for _, k := range e.Forward {
 		if !env.Set(k) {
 			continue
@@ -60,6 +64,9 @@ func (r *Registry) Launch(name string, env Environ, keyFile string) (*LaunchEnv,
 		l.Vars = append(l.Vars, Var{d.Name, v})
 	}
 	l.Notes = append(l.Notes, sup.Message)
+	if sup.Warning != "" {
+		l.Notes = append(l.Notes, sup.Warning)
+	}
 	if line, err := e.TargetLine(env); err != nil {
 		return nil, err
 	} else if line != "" {

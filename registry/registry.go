@@ -128,9 +128,12 @@ func (r *Registry) Open(ctx context.Context, name string, env Environ, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	secrets, err := e.Resolve(env)
+	secrets, _, warning, err := e.resolve(env)
 	if err != nil {
 		return nil, err
+	}
+	if warning != "" {
+		log.Warn(warning, "provider", e.Name)
 	}
 	d, err := e.Open(ctx, Config{Name: e.Name, Secrets: secrets, Env: e.workerEnv(env), Logger: log})
 	if err != nil {
