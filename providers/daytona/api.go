@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/providers/internal/rest"
+	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -296,13 +297,5 @@ func parseTime(s string) time.Time {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep waits d or until ctx ends.
+var sleep = throttle.Sleep

@@ -16,17 +16,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // driver.TreeUploader and TreeDownloader, so Upload and Download take the
 // driver path, links included. internal/fakeprovider runs the fallback path.
 func TestNativeTrees(t *testing.T) {
-	opts := fakeprovider.Options{StateDir: t.TempDir(), NativeTrees: true}
-	sandboxtest.Run(t, sandboxtest.Harness{
+	sandboxtest.Run(t, fakeHarness(fakeprovider.Options{StateDir: t.TempDir(), NativeTrees: true}))
+}
+
+// fakeHarness opens fake providers with opts.
+func fakeHarness(opts fakeprovider.Options) sandboxtest.Harness {
+	return sandboxtest.Harness{
 		Open: func(t *testing.T) *sandbox.Provider {
 			d, err := fakeprovider.New(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return sandbox.NewProvider("fake-trees", d)
+			return sandbox.NewProvider("fake", d)
 		},
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "host"} },
-	})
+	}
 }
 
 // TestMinimalProvider runs the suite against a fake provider whose handles
@@ -39,14 +43,5 @@ func TestMinimalProvider(t *testing.T) {
 	if caps.SetTimeout || caps.Signal || caps.TreeUpload || caps.TreeDownload || caps.Pause {
 		t.Fatalf("minimal handles claim %+v", caps)
 	}
-	sandboxtest.Run(t, sandboxtest.Harness{
-		Open: func(t *testing.T) *sandbox.Provider {
-			d, err := fakeprovider.New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sandbox.NewProvider("fake-minimal", d)
-		},
-		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "host"} },
-	})
+	sandboxtest.Run(t, fakeHarness(opts))
 }
