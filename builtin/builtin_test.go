@@ -113,8 +113,10 @@ func TestRegistryNames(t *testing.T) {
 // TestEntriesClaimOnlyWhatDriversDo: every entry's capabilities are its
 // opened driver's, field for field: an entry cannot claim a feature whose
 // call the driver lacks. On 6f9918d the e2b entry claimed pause, which the
-// driver has no call for (and providers.txtar enshrined it): checked there,
-// providers.txtar's "e2b ... pause false" line failed.
+// driver has no call for, and providers.txtar enshrined it (this test does
+// not compile there: entries held a literal): checked there, `berth
+// providers --json` said e2b pause true, so providers.txtar's
+// "jsonget stdout name=e2b.capabilities.pause false" line failed.
 func TestEntriesClaimOnlyWhatDriversDo(t *testing.T) {
 	home := t.TempDir()
 	env := registry.MapEnviron(map[string]string{
