@@ -175,9 +175,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.slots }()
-			defer s.untrack(c)
-			s.handle(c)
+			release := sync.OnceFunc(func() {
+				s.untrack(c)
+				<-s.slots
+			})
+			if !s.handle(c, release) {
+				release()
+			}
 		}()
 	}
 }
@@ -247,24 +251,26 @@ func (s *Server) Sessions() (live, parked int) {
 }
 
 // handle reads a connection's first frame, which decides what it is: a
-// tunnel.open makes it a raw tunnel, anything else a control session.
-func (s *Server) handle(c net.Conn) {
+// tunnel.open makes it a raw tunnel, anything else a control session. It
+// reports whether it handed the connection on (a tunnel), in which case
+// release runs when that connection is closed.
+func (s *Server) handle(c net.Conn, release func()) bool {
 	f := newFramer(c, s.lim.MaxFrame, s.lim.WriteTimeout)
 	line, err := f.read(s.lim.FirstFrame, s.lim.FirstFrame)
 	if err != nil {
 		s.refuse(f, err)
-		return
+		return false
 	}
 	var req Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		_ = f.write(errorFrame(nil, CodeParseError, "parse error"))
-		return
+		return false
 	}
 	if req.Method == MethodTunnelOpen {
-		s.tunnel(f, &req)
-		return
+		return s.tunnel(f, &req, release)
 	}
 	s.control(f, &req)
+	return false
 }
 
 // refuse answers a frame that broke a limit, then the caller hangs up.
@@ -274,7 +280,7 @@ func (s *Server) refuse(f *framer, err error) {
 	}
 }
 
-func (s *Server) tunnel(f *framer, req *Request) {
+func (s *Server) tunnel(f *framer, req *Request, release func()) bool {
 	var p struct {
 		Capability any `json:"capability"`
 	}
@@ -282,7 +288,7 @@ func (s *Server) tunnel(f *framer, req *Request) {
 	name, ok := p.Capability.(string)
 	if !ok {
 		_ = f.write(errorFrame(req.ID, CodeInvalidParams, "tunnel.open: 'capability' must be a string"))
-		return
+		return false
 	}
 	serve, err := s.env.Tunnel(s.ctx, name)
 	if err != nil {
@@ -290,14 +296,36 @@ func (s *Server) tunnel(f *framer, req *Request) {
 		if hasID(req.ID) {
 			_ = f.write(errorReply(req.ID, err))
 		}
-		return
+		return false
 	}
 	if hasID(req.ID) {
 		if err := f.write(resultFrame(req.ID, map[string]any{"capability": name})); err != nil {
-			return
+			return false
 		}
 	}
-	serve(s.ctx, f.rest())
+	// The connection stays counted against MaxConns, and cut by Close,
+	// until whoever serves the tunnel closes it.
+	serve(s.ctx, &ownedConn{Conn: f.rest(), release: release})
+	return true
+}
+
+type ownedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *ownedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// CloseWrite half-closes when the connection can.
+func (c *ownedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // newSessionID is "sess-" and 128 random bits: the id is what resumes a
