@@ -111,7 +111,13 @@ func (c *Client) roundTrip(ctx context.Context, id int, method string, params, r
 	_ = c.c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
 	defer stop()
-	if err := c.f.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+	req := struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", id, method, params}
+	if err := c.f.write(&req); err != nil {
 		return ctxErr(ctx, err)
 	}
 	line, err := c.f.read(0, 0)

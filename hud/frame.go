@@ -78,17 +78,20 @@ func deadline(d time.Duration) time.Time {
 
 // write sends v as one compact JSON line, as HUD's send_frame does.
 func (f *framer) write(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Python's json.dumps escapes no HTML characters; neither do we.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // one line, newline-terminated
 		return err
 	}
-	b = append(b, '\n')
+	b := buf.Bytes()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	if err := f.c.SetWriteDeadline(deadline(f.writeTimeout)); err != nil {
 		return err
 	}
-	_, err = f.c.Write(b)
+	_, err := f.c.Write(b)
 	return err
 }
 

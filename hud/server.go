@@ -340,18 +340,27 @@ func hasID(id json.RawMessage) bool {
 	return len(id) > 0 && !bytes.Equal(bytes.TrimSpace(id), []byte("null"))
 }
 
-func resultFrame(id json.RawMessage, result any) map[string]any {
-	return map[string]any{"jsonrpc": "2.0", "id": id, "result": result}
+// frame is a reply with its keys in the order HUD's reply() and error()
+// write them.
+type frame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
 }
 
-func errorFrame(id json.RawMessage, code int, msg string) map[string]any {
+func resultFrame(id json.RawMessage, result any) *frame {
+	return &frame{JSONRPC: "2.0", ID: id, Result: result}
+}
+
+func errorFrame(id json.RawMessage, code int, msg string) *frame {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	return map[string]any{"jsonrpc": "2.0", "id": id, "error": &Error{Code: code, Message: msg}}
+	return &frame{JSONRPC: "2.0", ID: id, Error: &Error{Code: code, Message: msg}}
 }
 
-func errorReply(id json.RawMessage, err error) map[string]any {
+func errorReply(id json.RawMessage, err error) *frame {
 	var e *Error
 	if errors.As(err, &e) {
 		return errorFrame(id, e.Code, e.Message)
