@@ -15,6 +15,9 @@ import (
 // ErrFrameTooLarge is a frame longer than the limit without its newline.
 var ErrFrameTooLarge = errors.New("hud: frame too large")
 
+// errIdle is a read that timed out before a frame began.
+var errIdle = errors.New("hud: no frame within the idle limit")
+
 // framer reads and writes newline-delimited JSON frames on one connection,
 // bounded in size and time.
 type framer struct {
@@ -40,6 +43,10 @@ func (f *framer) read(idle, whole time.Duration) ([]byte, error) {
 			return nil, err
 		}
 		if _, err := f.r.Peek(1); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil, fmt.Errorf("%w: %w", errIdle, err)
+			}
 			return nil, err
 		}
 		if err := f.c.SetReadDeadline(deadline(whole)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"time"
 )
 
@@ -33,11 +32,10 @@ func (s *Server) control(f *framer, first *Request) {
 		}
 		line, err := f.read(s.lim.HeartbeatWindow, s.lim.Frame)
 		if err != nil {
-			var ne net.Error
 			// Silence past the heartbeat window on an idle session: the
 			// client is gone without closing (HUD's own client kills itself
 			// after one missed heartbeat), so its session ends now.
-			vanished = errors.As(err, &ne) && ne.Timeout() && !s.isClosed()
+			vanished = errors.Is(err, errIdle) && !s.isClosed()
 			s.refuse(f, err)
 			break
 		}
