@@ -237,12 +237,15 @@ func writeAnswer(ctx context.Context, sb *sandbox.Sandbox, answer any) error {
 	return sb.WriteFile(ctx, AnswerFile, b, 0o644)
 }
 
-// Cancel implements hud.Session.
+// Cancel implements hud.Session. It returns once the session holds no
+// sandbox, a graded one's deletion included, so that bye's reply means the
+// sandbox is gone and the session's next start fits under the limit.
 func (se *session) Cancel(context.Context) error {
 	t, sb := se.take()
 	if sb != nil {
 		se.s.destroy(se.id, t, sb)
 	}
+	se.bg.Wait()
 	return nil
 }
 
@@ -250,7 +253,6 @@ func (se *session) Cancel(context.Context) error {
 // credentials stop working.
 func (se *session) Close(ctx context.Context) {
 	_ = se.Cancel(ctx)
-	se.bg.Wait()
 	s := se.s
 	s.mu.Lock()
 	delete(s.sessions, se.id)
