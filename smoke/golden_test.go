@@ -47,7 +47,7 @@ func TestGolden(t *testing.T) {
 
 // localEnv points the local entry at a state dir and a static agent of the
 // test's own, on top of the process environment.
-func localEnv(t *testing.T, base registry.Environ) registry.Environ {
+func localEnv(t testing.TB, base registry.Environ) registry.Environ {
 	t.Helper()
 	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()

@@ -23,17 +23,17 @@ import (
 //go:embed builtin-task
 var builtinTask embed.FS
 
-// Connectors the smoke runner knows. Only harbor is built.
+// Connectors the smoke runner knows.
 var connectors = map[string]string{
 	"harbor":  "",
+	"hud":     "",
 	"openenv": "the openenv connector is not built yet; use --connector harbor",
-	"hud":     "the hud connector is not built yet; use --connector harbor",
 	"nemogym": "the nemogym connector is not built yet; use --connector harbor",
 }
 
 // Options configure a smoke run.
 type Options struct {
-	Connector string // "harbor"
+	Connector string // "harbor" or "hud"
 	Backend   string // registry name
 	TaskDir   string // "" runs the built-in task
 	Agent     string // "golden" (oracle) or "nop"
@@ -125,6 +125,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
 		return nil, &UsageError{err}
 	}
 
+	if strings.EqualFold(o.Connector, "hud") {
+		return runHUD(ctx, o, entry, prov, t, log), nil
+	}
 	dir := o.ResultsDir
 	tempResults := dir == ""
 	if tempResults {

@@ -112,8 +112,12 @@ for the environment a worker needs.`,
 		a.runCmd(),
 		a.smokeCmd(),
 		a.serveCmd(),
+		a.hudCmd(),
 		a.agentCmd(),
 		a.imageCmd(),
+		a.viewCmd(),
+		a.reportCmd(),
+		a.sessionServerCmd(),
 	)
 	return root
 }

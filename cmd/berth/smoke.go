@@ -14,7 +14,7 @@ func (a *app) smokeCmd() *cobra.Command {
 	o := smoke.Options{}
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "smoke --connector harbor [--backend NAME] [--task DIR] [--agent golden|nop] [--json]",
+		Use:   "smoke --connector harbor|hud [--backend NAME] [--task DIR] [--agent golden|nop] [--json]",
 		Short: "Run the golden episode on one provider: PASS or FAIL in seconds",
 		Long: `Run one task end to end on one provider through five timed phases: image
 resolution, sandbox create, exec (the agent), verifier, teardown. The golden
@@ -31,7 +31,8 @@ Exit status: 0 on PASS (reward 1.0 and exit status Submitted), 1 on FAIL, 2 on
 usage or credential errors.`,
 		Example: `  berth smoke --connector harbor --backend local
   berth smoke --connector harbor --backend e2b --task ./tasks/fix-git
-  berth smoke --connector harbor --backend local --agent nop   # must FAIL`,
+  berth smoke --connector harbor --backend local --agent nop   # must FAIL
+  berth smoke --connector hud --backend local`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			o.Registry, o.Env = a.reg, a.env
@@ -56,7 +57,7 @@ usage or credential errors.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Connector, "connector", "harbor", "task format: harbor (openenv, hud and nemogym are not built yet)")
+	f.StringVar(&o.Connector, "connector", "harbor", "harbor (the task run by the runner) or hud (the episode through HUD's protocol: MCP bash tool over a tunnel, tasks.grade); openenv and nemogym are not built yet")
 	a.backendFlag(cmd, &o.Backend)
 	f.StringVar(&o.TaskDir, "task", "", "task directory; default: the built-in task")
 	f.StringVar(&o.Agent, "agent", "golden", "golden (the task's solution) or nop (does nothing; must FAIL)")
