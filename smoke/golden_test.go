@@ -163,7 +163,7 @@ func serveEnv(t *testing.T, base registry.Environ) registry.Environ {
 
 // localEnv points the local entry at a state dir and a static agent of the
 // test's own, on top of the process environment.
-func localEnv(t *testing.T, base registry.Environ) registry.Environ {
+func localEnv(t testing.TB, base registry.Environ) registry.Environ {
 	t.Helper()
 	testbin.NeedLocal(t)
 	bin, err := testbin.Berth()

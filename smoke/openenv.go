@@ -60,7 +60,7 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	}
 	defer client.Close()
 
-	ep := &episode{rep: rep, client: client}
+	ep := &oeEpisode{rep: rep, client: client}
 	start := time.Now()
 	ep.run(ctx, o, prov, t)
 	ep.phase("teardown", 0, func(context.Context) error { return client.Close() }, ctx)
@@ -70,15 +70,15 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	return rep, nil
 }
 
-// episode is the client's side of one golden episode.
-type episode struct {
+// oeEpisode is the client's side of one golden episode.
+type oeEpisode struct {
 	rep    *Report
 	client *openenv.Client
 }
 
 // phase times fn under limit (0: none) and records it; a passed limit
 // marks the episode TimeLimitExceeded.
-func (ep *episode) phase(name string, limit time.Duration, fn func(context.Context) error, ctx context.Context) error {
+func (ep *oeEpisode) phase(name string, limit time.Duration, fn func(context.Context) error, ctx context.Context) error {
 	if limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, limit)
@@ -99,13 +99,13 @@ func (ep *episode) phase(name string, limit time.Duration, fn func(context.Conte
 	return err
 }
 
-func (ep *episode) skip(names ...string) {
+func (ep *oeEpisode) skip(names ...string) {
 	for _, n := range names {
 		ep.rep.Phases = append(ep.rep.Phases, Phase{Name: n})
 	}
 }
 
-func (ep *episode) run(ctx context.Context, o Options, prov *sandbox.Provider, t *task.Task) {
+func (ep *oeEpisode) run(ctx context.Context, o Options, prov *sandbox.Provider, t *task.Task) {
 	err := ep.phase("image resolution", t.BuildTimeout, func(ctx context.Context) error {
 		return prov.PrepareImage(ctx, trial.TaskSpec(t, trial.Overrides{}))
 	}, ctx)
@@ -144,7 +144,7 @@ func (ep *episode) run(ctx context.Context, o Options, prov *sandbox.Provider, t
 
 // solve stages solution/ at /solution through exec actions alone, in base64
 // chunks, and runs solve.sh as Harbor's oracle does.
-func (ep *episode) solve(ctx context.Context, t *task.Task) error {
+func (ep *oeEpisode) solve(ctx context.Context, t *task.Task) error {
 	if t.SolutionScript == "" {
 		return fmt.Errorf("task %s has no solution/solve.sh for the golden agent", t.Name)
 	}
@@ -170,7 +170,7 @@ func (ep *episode) solve(ctx context.Context, t *task.Task) error {
 	return err
 }
 
-func (ep *episode) exec(ctx context.Context, cmd string) (tbench2.Observation, error) {
+func (ep *oeEpisode) exec(ctx context.Context, cmd string) (tbench2.Observation, error) {
 	var obs tbench2.Observation
 	r, err := ep.client.Step(ctx, tbench2.Exec(cmd))
 	if err == nil {
@@ -181,7 +181,7 @@ func (ep *episode) exec(ctx context.Context, cmd string) (tbench2.Observation, e
 
 // evaluate scores the episode; only a verdict marked with the task's own
 // harness counts, as a trainer would take it.
-func (ep *episode) evaluate(ctx context.Context) error {
+func (ep *oeEpisode) evaluate(ctx context.Context) error {
 	r, err := ep.client.Step(ctx, tbench2.Action{ActionType: tbench2.ActionEvaluate, Block: true})
 	if err != nil {
 		return err

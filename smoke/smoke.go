@@ -23,17 +23,17 @@ import (
 //go:embed builtin-task
 var builtinTask embed.FS
 
-// Connectors the smoke runner knows: harbor and openenv are built.
+// Connectors the smoke runner knows.
 var connectors = map[string]string{
 	"harbor":  "",
+	"hud":     "",
 	"openenv": "",
-	"hud":     "the hud connector is not built yet; use --connector harbor",
 	"nemogym": "the nemogym connector is not built yet; use --connector harbor",
 }
 
 // Options configure a smoke run.
 type Options struct {
-	Connector string // "harbor" or "openenv"
+	Connector string // "harbor", "openenv" or "hud"
 	Backend   string // registry name
 	TaskDir   string // "" runs the built-in task
 	Agent     string // "golden" (oracle) or "nop"
@@ -126,10 +126,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
 		return nil, &UsageError{err}
 	}
 
-	if o.Connector == "openenv" {
+	switch o.Connector {
+	case "openenv":
 		return runOpenEnv(ctx, o, entry, prov, t)
+	case "hud":
+		return runHUD(ctx, o, entry, prov, t, log), nil
 	}
-
 	dir := o.ResultsDir
 	tempResults := dir == ""
 	if tempResults {

@@ -55,7 +55,7 @@ func TestNopFails(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	reg := harbortest.Registry(t, nil)
 	for _, o := range []smoke.Options{
-		{Connector: "hud", Backend: "fake"},
+		{Connector: "nemogym", Backend: "fake"},
 		{Connector: "harbor", Backend: "nosuch"},
 		{Connector: "harbor", Backend: "fake", Agent: "gpt-9"},
 		{Connector: "harbor", Backend: "fake", TaskDir: t.TempDir()},
@@ -67,9 +67,9 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%+v: err = %v, want a usage error", o, err)
 		}
 	}
-	_, err := smoke.Run(context.Background(), smoke.Options{Connector: "hud", Backend: "fake", Registry: reg}, nil)
-	if err == nil || !strings.Contains(err.Error(), "hud connector is not built yet") {
-		t.Errorf("hud: %v", err)
+	_, err := smoke.Run(context.Background(), smoke.Options{Connector: "nemogym", Backend: "fake", Registry: reg}, nil)
+	if err == nil || !strings.Contains(err.Error(), "nemogym connector is not built yet") {
+		t.Errorf("nemogym: %v", err)
 	}
 }
 

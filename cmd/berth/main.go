@@ -113,8 +113,12 @@ for the environment a worker needs.`,
 		a.smokeCmd(),
 		a.serveCmd(),
 		a.openenvCmd(),
+		a.hudCmd(),
 		a.agentCmd(),
 		a.imageCmd(),
+		a.viewCmd(),
+		a.reportCmd(),
+		a.sessionServerCmd(),
 	)
 	return root
 }

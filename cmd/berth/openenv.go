@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"net"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -36,20 +35,10 @@ build per task.`,
 	return cmd
 }
 
-// openenvBackend is the backend of the openenv verbs: --backend, then
-// $BERTH_BACKEND, then $HARBOR_ENV_TYPE, then local.
-func (a *app) openenvBackend(flag string) string {
-	for _, v := range []string{flag, a.env.Get("BERTH_BACKEND"), a.env.Get("HARBOR_ENV_TYPE")} {
-		if v = strings.TrimSpace(v); v != "" {
-			return v
-		}
-	}
-	return "local"
-}
-
 func (a *app) openenvServeCmd() *cobra.Command {
 	var backend, addr, tasksDir, defaultTask, keyFile, logLevel string
 	var maxEnvs, pool int
+	var insecure bool
 	var cmdTimeout, idle, ttl time.Duration
 	var maxFrame int64
 	cmd := &cobra.Command{
@@ -76,7 +65,9 @@ CAPACITY_REACHED. The environment variables OpenEnv's own server reads set
 the defaults: MAX_CONCURRENT_ENVS, TB2_COMMAND_TIMEOUT_S, TB2_DEFAULT_TASK_ID.
 
 Listening beyond loopback needs --api-keys FILE (one key per line, mode
-0600): clients then send "Authorization: Bearer KEY" or "X-API-Key: KEY".`,
+0600): clients then send "Authorization: Bearer KEY" or "X-API-Key: KEY".
+OpenEnv's Python client sends no such header; where the network itself
+keeps others out, --insecure-no-auth serves it without keys.`,
 		Example: `  berth openenv serve --tasks ./terminal-bench-2 --backend local --max-envs 16
   berth openenv serve --tasks ./tasks --backend e2b --addr 127.0.0.1:8003
   # then, in Python: Tbench2Env(base_url="http://127.0.0.1:8000").sync().reset(task_id="fix-git")
@@ -99,8 +90,8 @@ Listening beyond loopback needs --api-keys FILE (one key per line, mode
 					return usageError(err)
 				}
 				auth = keys
-			} else if !loopback(addr) {
-				return usageError(fmt.Errorf("--addr %s is reachable beyond this host: pass --api-keys FILE so that only key holders can create sandboxes", addr))
+			} else if !loopback(addr) && !insecure {
+				return usageError(fmt.Errorf("--addr %s is reachable beyond this host: pass --api-keys FILE so that only key holders can create sandboxes (or --insecure-no-auth)", addr))
 			}
 			tasks, err := task.LoadDir(tasksDir)
 			if err != nil {
@@ -108,7 +99,7 @@ Listening beyond loopback needs --api-keys FILE (one key per line, mode
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
 			defer stop()
-			name := a.openenvBackend(backend)
+			name := a.backendName(backend)
 			knobs := map[string]string{}
 			if f.Changed("pool") || !a.env.Set(registry.PoolSizeVar) {
 				knobs[registry.PoolSizeVar] = strconv.Itoa(pool)
@@ -143,7 +134,6 @@ Listening beyond loopback needs --api-keys FILE (one key per line, mode
 		}),
 	}
 	a.backendFlag(cmd, &backend)
-	cmd.Flags().Lookup("backend").Usage = "provider name or alias (default $BERTH_BACKEND, else $HARBOR_ENV_TYPE, else local)"
 	f := cmd.Flags()
 	f.StringVar(&tasksDir, "tasks", ".", "directory of Harbor task directories (a task_id is a directory name in it)")
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address (host:port; port 0 picks one)")
@@ -154,6 +144,7 @@ Listening beyond loopback needs --api-keys FILE (one key per line, mode
 	f.DurationVar(&ttl, "ttl", 0, "sandbox TTL, re-armed while its session is active (default: the idle timeout plus the longest command, verifier or build, plus the provider's margin)")
 	f.IntVar(&pool, "pool", 2, "sandboxes kept started ahead of reset where the provider can (local); 0 for none")
 	f.StringVar(&keyFile, "api-keys", "", "API key file, one key per line, mode 0600; required beyond loopback")
+	f.BoolVar(&insecure, "insecure-no-auth", false, "listen beyond loopback without keys (anyone who reaches the address creates sandboxes)")
 	f.Int64Var(&maxFrame, "max-frame-bytes", openenv.DefaultMaxFrameBytes, "largest WebSocket frame or request body accepted")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
@@ -186,17 +177,4 @@ func (a *app) openenvDefaults(changed func(string) bool, maxEnvs *int, cmdTimeou
 		return fmt.Errorf("--command-timeout must be positive")
 	}
 	return nil
-}
-
-// loopback reports whether addr listens on this host only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

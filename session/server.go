@@ -1,0 +1,256 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+// Options configure a Server. Engine and Codec are required; zero bounds
+// take the defaults below.
+type Options struct {
+	Engine engine.Engine
+	Codec  *tito.Codec
+	// Matcher compares replayed messages with stored ones (default strict).
+	Matcher tito.Matcher
+	// Keys, when set, are required on every route but /health, as a bearer
+	// token or an x-api-key header.
+	Keys       *apikeys.Keyring
+	InstanceID string
+	Logger     *slog.Logger
+
+	MaxBodyBytes     int64         // a request body (default 32 MiB)
+	MaxMessages      int           // messages in one request (default 4096)
+	MaxSessions      int           // live sessions (default 4096)
+	MaxSessionTokens int           // accumulated ids of one session (default 1 Mi)
+	IdleTimeout      time.Duration // a session unused this long is removed (default 30 min)
+}
+
+func (o *Options) defaults() error {
+	if o.Engine == nil || o.Codec == nil {
+		return errors.New("session: Options.Engine and Options.Codec are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 32 << 20
+	}
+	if o.MaxMessages <= 0 {
+		o.MaxMessages = 4096
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 4096
+	}
+	if o.MaxSessionTokens <= 0 {
+		o.MaxSessionTokens = 1 << 20
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = newID()
+	}
+	return nil
+}
+
+// Server is the session server.
+type Server struct {
+	opts    Options
+	mux     *http.ServeMux
+	metrics *metrics
+
+	mu       sync.RWMutex
+	sessions map[string]*session
+
+	stop     context.CancelFunc
+	reaperWG sync.WaitGroup
+}
+
+type session struct {
+	id      string
+	mu      sync.Mutex // held for prepare and commit, never across the engine call
+	traj    tito.Trajectory
+	closing atomic.Bool
+	used    atomic.Int64 // unix nanoseconds of the last use
+}
+
+func (s *session) touch() { s.used.Store(time.Now().UnixNano()) }
+
+// New returns a server; Close stops its idle-session reaper.
+func New(o Options) (*Server, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: o, sessions: map[string]*session{}}
+	s.metrics = newMetrics(func() float64 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return float64(len(s.sessions))
+	})
+	s.routes()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.reaperWG.Add(1)
+	go s.reap(ctx)
+	return s, nil
+}
+
+// Close stops the reaper. Sessions stay readable until the server is
+// dropped.
+func (s *Server) Close() {
+	s.stop()
+	s.reaperWG.Wait()
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /health", s.health)
+	m.Handle("GET /metrics", s.metrics.handler())
+	m.HandleFunc("POST /sessions", s.auth(s.create))
+	m.HandleFunc("GET /sessions/{id}", s.auth(s.get))
+	m.HandleFunc("DELETE /sessions/{id}", s.auth(s.delete))
+	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, false) }))
+	m.HandleFunc("POST /sessions/{id}/v1/messages", s.auth(func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, true) }))
+	m.HandleFunc("POST /sessions/{id}/samples", s.auth(s.samples))
+	m.HandleFunc("/sessions/{id}/{path...}", s.auth(s.proxy))
+	s.mux = m
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.opts.Keys == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("x-api-key")
+		if a := r.Header.Get("Authorization"); key == "" && strings.HasPrefix(a, "Bearer ") {
+			key = strings.TrimPrefix(a, "Bearer ")
+		}
+		if _, ok := s.opts.Keys.Check(key); !ok {
+			s.metrics.authFails.Inc()
+			writeError(w, http.StatusUnauthorized, "unauthenticated: a valid API key is required (Authorization: Bearer or x-api-key)")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40 // a version-4 UUID, as hex
+	b[8] = b[8]&0x3f | 0x80
+	return hex.EncodeToString(b[:])
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "session_server_instance_id": s.opts.InstanceID})
+}
+
+func (s *Server) create(w http.ResponseWriter, _ *http.Request) {
+	sess := &session{id: newID()}
+	sess.touch()
+	s.mu.Lock()
+	if len(s.sessions) >= s.opts.MaxSessions {
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many sessions (%d): delete finished ones", s.opts.MaxSessions))
+		return
+	}
+	s.sessions[sess.id] = sess
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"session_id": sess.id})
+}
+
+// lookup finds a live session; it writes the 404 itself.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *session {
+	id := r.PathValue("id")
+	s.mu.RLock()
+	sess := s.sessions[id]
+	s.mu.RUnlock()
+	if sess == nil || sess.closing.Load() {
+		writeError(w, http.StatusNotFound, "session not found: session_id="+clipID(id))
+		return nil
+	}
+	sess.touch()
+	return sess
+}
+
+func clipID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "..."
+	}
+	return id
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	sess := s.lookup(w, r)
+	if sess == nil {
+		return
+	}
+	if !sess.closing.CompareAndSwap(false, true) {
+		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
+		return
+	}
+	// Wait for an in-flight prepare or commit, then drop the session.
+	sess.mu.Lock()
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	s.mu.Unlock()
+	sess.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// reap removes sessions idle for longer than IdleTimeout.
+func (s *Server) reap(ctx context.Context) {
+	defer s.reaperWG.Done()
+	every := min(s.opts.IdleTimeout/4, time.Minute)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-s.opts.IdleTimeout).UnixNano()
+		s.mu.Lock()
+		for id, sess := range s.sessions {
+			if sess.used.Load() < cutoff && sess.mu.TryLock() {
+				sess.closing.Store(true)
+				delete(s.sessions, id)
+				sess.mu.Unlock()
+				s.metrics.expired.Inc()
+			}
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,238 @@
+package tito
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/berth-sh/berth/chattemplate/jinja"
+)
+
+// MaxRollback is how many generated assistant turns a retry may discard.
+const MaxRollback = 1
+
+// appendRoles are the roles a request may append after stored history.
+var appendRoles = map[string]bool{"tool": true, "user": true, "system": true, "assistant": true}
+
+// TurnMeta is what an engine reports about a turn besides its tokens.
+type TurnMeta struct {
+	PromptTokens  int      `json:"prompt_tokens"`
+	CachedTokens  int      `json:"cached_tokens"`
+	WeightVersion string   `json:"weight_version,omitempty"`
+	E2ELatency    *float64 `json:"e2e_latency,omitempty"`
+}
+
+// Record is one committed turn.
+type Record struct {
+	Timestamp        float64
+	RequestTimestamp float64
+	Method, Path     string
+	StatusCode       int
+	// Request is the body sent upstream, without input_ids (PromptIDs).
+	Request  map[string]json.RawMessage
+	Response json.RawMessage
+	// PromptIDs, OutputIDs and LogProbs are the turn's tokens.
+	PromptIDs    []int
+	OutputIDs    []int
+	LogProbs     []float64
+	FinishReason string
+	Meta         TurnMeta
+	// Retokenized marks output ids that came from this server's tokenizer
+	// because the engine returned text only.
+	Retokenized bool
+	// Tools and Kwargs are what the turn rendered with.
+	Tools  []jinja.Value
+	Kwargs Kwargs
+}
+
+// Trajectory is one session's linear history. It is not safe for
+// concurrent use.
+type Trajectory struct {
+	messages    []Message
+	checkpoints [][]int // the accumulated ids after each generated turn
+	ends        []int   // message count at each checkpoint
+	records     []Record
+	// alias holds, by index, a client's own spelling of a stored message
+	// that matched it (under the matcher noted), so that the same bytes
+	// need no parse next turn.
+	alias map[int]aliasEntry
+}
+
+type aliasEntry struct {
+	raw json.RawMessage
+	m   Matcher
+}
+
+// Tokens is the accumulated ids at the latest checkpoint (shared: do not
+// modify).
+func (t *Trajectory) Tokens() []int {
+	if len(t.checkpoints) == 0 {
+		return nil
+	}
+	return t.checkpoints[len(t.checkpoints)-1]
+}
+
+// Messages is the stored history (shared: do not modify).
+func (t *Trajectory) Messages() []Message { return t.messages }
+
+// Records are the committed turns (shared: do not modify).
+func (t *Trajectory) Records() []Record { return t.records }
+
+// NumAssistant is the number of generated turns.
+func (t *Trajectory) NumAssistant() int { return len(t.ends) }
+
+// ParseRequest parses a request's messages, reusing the stored message at
+// the same index when the JSON is byte for byte the stored one (clients
+// resend their history verbatim, so only new messages cost a parse).
+func (t *Trajectory) ParseRequest(raws []json.RawMessage, m Matcher) ([]Message, error) {
+	out := make([]Message, len(raws))
+	for i, raw := range raws {
+		if i < len(t.messages) {
+			a, ok := t.alias[i]
+			if bytes.Equal(raw, t.messages[i].Raw) || (ok && a.m == m && bytes.Equal(raw, a.raw)) {
+				out[i] = t.messages[i]
+				continue
+			}
+		}
+		m, err := ParseMessage(raw)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Prepare returns the prompt ids for a request's messages: after rolling
+// back at most one generated turn on a retry, the stored ids joined with
+// the increment of the appended messages; the full rendering when nothing
+// is stored.
+func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kwargs, m Matcher) ([]int, error) {
+	if len(req) == 0 {
+		return nil, invalidf("messages must not be empty")
+	}
+	if err := t.rollback(req, m); err != nil {
+		return nil, err
+	}
+	if len(t.Tokens()) == 0 {
+		return c.RenderIDs(req, tools, true, kw)
+	}
+	if len(req) < len(t.messages) {
+		return nil, invalidf("the request has %d messages, fewer than the %d stored", len(req), len(t.messages))
+	}
+	for i, s := range t.messages {
+		if !m.Match(s, req[i]) {
+			return nil, invalidf("message %d (role %s) differs from the stored one (role %s)", i, req[i].Role, s.Role)
+		}
+		if !bytes.Equal(req[i].Raw, s.Raw) {
+			if t.alias == nil {
+				t.alias = map[int]aliasEntry{}
+			}
+			t.alias[i] = aliasEntry{raw: req[i].Raw, m: m}
+		}
+	}
+	appended := req[len(t.messages):]
+	for j, a := range appended {
+		if !appendRoles[a.Role] {
+			return nil, invalidf("appended message %d has role %q; allowed: tool, user, system, assistant", len(t.messages)+j, a.Role)
+		}
+	}
+	inc, err := c.Increment(t.messages[len(t.messages)-1], appended, tools, kw)
+	if err != nil {
+		return nil, err
+	}
+	return c.Join(t.Tokens(), inc), nil
+}
+
+// rollback detects a request that diverges inside the stored history and
+// truncates to the last generated checkpoint within the matched prefix.
+func (t *Trajectory) rollback(req []Message, m Matcher) error {
+	if len(t.messages) == 0 || len(t.checkpoints) == 0 {
+		return nil
+	}
+	match := 0
+	for i := 0; i < len(req) && i < len(t.messages); i++ {
+		if !m.Match(t.messages[i], req[i]) {
+			break
+		}
+		match = i + 1
+	}
+	if match >= len(t.messages) {
+		return nil
+	}
+	cp := -1
+	for i := len(t.ends) - 1; i >= 0; i-- {
+		if t.ends[i] <= match {
+			cp = i
+			break
+		}
+	}
+	if discard := len(t.ends) - (cp + 1); discard > MaxRollback {
+		return invalidf("the request rewrites history %d assistant turns back (at most %d may be retried): it matches %d of %d stored messages",
+			discard, MaxRollback, match, len(t.messages))
+	}
+	end := 0
+	if cp >= 0 {
+		end = t.ends[cp]
+	}
+	t.messages = t.messages[:end:end]
+	for i := range t.alias {
+		if i >= end {
+			delete(t.alias, i)
+		}
+	}
+	t.checkpoints = t.checkpoints[: cp+1 : cp+1]
+	t.ends = t.ends[: cp+1 : cp+1]
+	t.records = t.records[: cp+1 : cp+1]
+	return nil
+}
+
+// PrefixError is a broken prefix invariant: the stored ids are not a
+// prefix of the new turn's prompt and completion.
+type PrefixError struct {
+	Stored, Checked, Trim, Got int
+	// Position is the first index where the sequences differ.
+	Position int
+}
+
+func (e *PrefixError) Error() string {
+	return fmt.Sprintf("pretokenized prefix mismatch: stored %d tokens (checking the first %d, allowing %d trailing) are not a prefix of prompt+completion (%d tokens): first mismatch at index %d",
+		e.Stored, e.Checked, e.Trim, e.Got, e.Position)
+}
+
+func (e *PrefixError) Unwrap() error { return ErrTokenization }
+
+// CheckPrefix is the invariant prev[:len(prev)-trim] == next[:same].
+func CheckPrefix(prev, next []int, trim int) error {
+	n := len(prev) - trim
+	if len(prev) == 0 || n <= 0 {
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		if i >= len(next) || next[i] != prev[i] {
+			return &PrefixError{Stored: len(prev), Checked: n, Trim: trim, Got: len(next), Position: i}
+		}
+	}
+	return nil
+}
+
+// Commit records a generated turn: it checks the prefix invariant, then
+// stores the history (stored messages for the matched prefix, the
+// request's for the rest, and the assistant message) and the ids.
+func (t *Trajectory) Commit(req []Message, asst Message, rec Record, maxTrim int) error {
+	all := make([]int, 0, len(rec.PromptIDs)+len(rec.OutputIDs))
+	all = append(append(all, rec.PromptIDs...), rec.OutputIDs...)
+	if err := CheckPrefix(t.Tokens(), all, maxTrim); err != nil {
+		return err
+	}
+	msgs := make([]Message, 0, len(req)+1)
+	msgs = append(msgs, t.messages...)
+	if len(req) > len(t.messages) {
+		msgs = append(msgs, req[len(t.messages):]...)
+	}
+	t.messages = append(msgs, asst)
+	t.checkpoints = append(t.checkpoints, all)
+	t.ends = append(t.ends, len(req)+1)
+	t.records = append(t.records, rec)
+	return nil
+}
