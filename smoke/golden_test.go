@@ -2,21 +2,14 @@ package smoke_test
 
 import (
 	"context"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/internal/testbin"
-	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/local"
-	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/serve"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/smoke"
 )
 
@@ -50,15 +43,9 @@ func TestGolden(t *testing.T) {
 	}
 	for _, e := range reg.Entries() {
 		t.Run("openenv/"+e.Name, func(t *testing.T) {
-			env := offline(t, e.Name, osEnv)
-			if env == nil {
-				if ok, _ := e.Available(osEnv); !ok {
-					t.Skipf("no %s credential here; provision it with: %s", e.Name, e.Credential.ProvisionHint)
-				}
-				env = &osEnv
-			}
-			golden(t, reg, "openenv", e.Name, *env, "golden", true)
-			golden(t, reg, "openenv", e.Name, *env, "nop", false)
+			env := offlineEnv(t, e, osEnv)
+			golden(t, reg, "openenv", e.Name, env, "golden", true)
+			golden(t, reg, "openenv", e.Name, env, "nop", false)
 		})
 	}
 }
@@ -79,86 +66,26 @@ func golden(t *testing.T, reg *registry.Registry, connector, backend string, env
 	t.Logf("\n%s", out.String())
 }
 
-// offline returns the environment that points entry name at an in-process
-// server, started for the test; nil when there is none.
-func offline(t *testing.T, name string, base registry.Environ) *registry.Environ {
+// offlineEnv is the environment that points entry e at an in-process
+// server started for the test (local itself, e2b through berth serve over
+// local, daytonatest, modaltest); an entry with none runs on its real
+// service where its credential is available and is skipped otherwise.
+func offlineEnv(t *testing.T, e registry.Entry, osEnv registry.Environ) registry.Environ {
 	t.Helper()
-	var env registry.Environ
-	switch name {
+	switch e.Name {
 	case "local":
-		env = localEnv(t, base)
+		return localEnv(t, osEnv)
 	case "e2b":
-		env = serveEnv(t, base)
+		return e2bThroughServe(t)
 	case "daytona":
-		if why := daytonatest.Available(); why != "" {
-			t.Skip(why)
-		}
-		srv, err := daytonatest.New(daytonatest.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			// Daytona deletes in the background: "destroying" is gone.
-			for _, id := range srv.Live() {
-				if st := srv.State(id); st != "destroying" {
-					t.Errorf("daytona sandbox %s left %s", id, st)
-				}
-			}
-			srv.Close()
-		})
-		env = registry.MapEnviron(map[string]string{"DAYTONA_API_KEY": srv.APIKey(), "DAYTONA_API_URL": srv.URL()}, t.TempDir())
+		return daytonaInProcess(t)
 	case "modal":
-		bb, err := modaltest.Busybox()
-		if err != nil {
-			t.Skip(err)
-		}
-		srv := modaltest.New(t, modaltest.Options{Busybox: bb})
-		home := t.TempDir()
-		// The Modal SDK reads its server from the process environment.
-		vars := map[string]string{
-			"MODAL_SERVER_URL": srv.URL(), "MODAL_CONFIG_PATH": filepath.Join(home, "absent.toml"),
-			"MODAL_PROFILE": "", "MODAL_SANDBOX_V2": "1",
-		}
-		for k, v := range vars {
-			t.Setenv(k, v)
-		}
-		vars["MODAL_TOKEN_ID"], vars["MODAL_TOKEN_SECRET"] = srv.TokenID(), srv.TokenSecret()
-		env = registry.MapEnviron(vars, home)
-	default:
-		return nil
+		return modalInProcess(t)
 	}
-	return &env
-}
-
-// serveEnv runs an in-process `berth serve` over the local provider and
-// points the e2b entry at it, by the URLs and key a user would set.
-func serveEnv(t *testing.T, base registry.Environ) registry.Environ {
-	t.Helper()
-	lenv := localEnv(t, base)
-	d, err := local.New(local.Options{StateDir: lenv.Get(local.EnvStateDir), AgentBinary: lenv.Get(local.EnvAgentBinary)})
-	if err != nil {
-		t.Fatal(err)
+	if ok, _ := e.Available(osEnv); !ok {
+		t.Skipf("no %s credential here; provision it with: %s", e.Name, e.Credential.ProvisionHint)
 	}
-	key := apikeys.Generate()
-	keys, err := apikeys.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := sandbox.NewProvider("local", d)
-	srv, err := serve.New(serve.Options{Provider: backend, Keys: keys, BaseImage: local.DefaultImage, MaxSandboxesPerKey: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close()
-		backend.Close()
-	})
-	u := serve.ClientURLs(hs.URL, "")
-	return registry.MapEnviron(map[string]string{
-		"E2B_API_KEY": key, "E2B_API_URL": u.APIURL, "E2B_SANDBOX_URL": u.SandboxURL, "E2B_DOMAIN": u.Domain,
-	}, t.TempDir())
+	return osEnv
 }
 
 // localEnv points the local entry at a state dir and a static agent of the
