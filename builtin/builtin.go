@@ -1,12 +1,7 @@
 package builtin
 
 import (
-	"context"
-
-	"github.com/berth-sh/berth/providers/notyet"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Register adds every built-in provider to r. It panics if one is already
@@ -27,21 +22,7 @@ func Registry() *registry.Registry {
 // Entries returns the built-in entries, sorted by name. Each call builds new
 // values, so a caller may change what it gets.
 func Entries() []registry.Entry {
-	es := []registry.Entry{local(), e2b(), daytona(), modal()}
-	for i := range es {
-		if es[i].Open == nil {
-			es[i].Open = placeholder(es[i].Capabilities)
-		}
-	}
-	return es
-}
-
-// placeholder opens the shared not-yet driver for an entry whose real driver
-// has not landed; its credential has already been resolved by then.
-func placeholder(caps types.Capabilities) registry.Factory {
-	return func(_ context.Context, cfg registry.Config) (driver.Provider, error) {
-		return notyet.New(cfg.Name, caps), nil
-	}
+	return []registry.Entry{local(), e2b(), daytona(), modal()}
 }
 
 // keyFileHint is the provision command for a provider whose key file holds

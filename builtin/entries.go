@@ -26,7 +26,7 @@ func local() registry.Entry {
 			{Binary: "runc", Hint: "apt-get install runc"},
 			{Root: true, Hint: "run berth as root"},
 		},
-		Capabilities: localprovider.ProviderCapabilities(),
+		Capabilities: localprovider.ProviderCapabilities,
 		// Seeded offline from the host's busybox-static on first use.
 		DefaultImage: localprovider.DefaultImage,
 		Open:         openLocal,
@@ -77,12 +77,8 @@ func e2b() registry.Entry {
 		Probe: &registry.Probe{URLVar: "E2B_API_URL", Default: "https://api.e2b.app", Path: "/sandboxes"},
 		// E2B's own default template; berth serve maps it to an image with bash.
 		DefaultImage: "base",
-		Capabilities: types.Capabilities{
-			ResourceMode: types.ResourcesLimits,
-			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
-			Pause:        true,
-		},
-		Open: openE2B,
+		Capabilities: e2bprovider.Capabilities,
+		Open:         openE2B,
 	}
 }
 
@@ -114,12 +110,9 @@ func daytona() registry.Entry {
 		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: "https://app.daytona.io/api", Path: "/sandbox"},
 		// Tier 1 allows 300 creates a minute; auto-stop must outlast the
 		// trial by 30 minutes or it lands mid-trial.
-		Limits:    throttle.Limits{CreatesPerSecond: 5},
-		TTLMargin: 30 * time.Minute,
-		Capabilities: types.Capabilities{
-			ResourceMode: types.ResourcesLimits,
-			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
-		},
+		Limits:       throttle.Limits{CreatesPerSecond: 5},
+		TTLMargin:    30 * time.Minute,
+		Capabilities: daytonaprovider.Capabilities,
 		// Daytona builds it once ("FROM debian:bookworm-slim") and reuses the
 		// snapshot; it has the coreutils the exec wrapper needs.
 		DefaultImage: "debian:bookworm-slim",
@@ -171,14 +164,8 @@ func modal() registry.Entry {
 		Library:     "github.com/modal-labs/modal-client/go",
 		MinVersion:  "v0.11.1",
 		// The create rate users quote (5/s; more per account on request).
-		Limits: throttle.Limits{CreatesPerSecond: 5},
-		Capabilities: types.Capabilities{
-			// Requests by default; limits as well when the Spec asks.
-			ResourceMode: types.ResourcesBoth,
-			Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
-			GPUs:         true,
-			MaxTTL:       24 * time.Hour,
-		},
+		Limits:       throttle.Limits{CreatesPerSecond: 5},
+		Capabilities: modalprovider.Capabilities,
 		DefaultImage: "debian:bookworm-slim",
 		Open:         openModal,
 	}

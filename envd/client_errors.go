@@ -6,59 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"syscall"
 
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
-
-// classOfCode maps a Connect code onto berth's error classes. PermissionDenied
-// joins Unauthenticated: both say "this caller may not", and neither is
-// worth a retry.
-func classOfCode(c connect.Code) types.Class {
-	switch c {
-	case connect.CodeNotFound:
-		return types.NotFound
-	case connect.CodeAlreadyExists:
-		return types.AlreadyExists
-	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
-		return types.InvalidArgument
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
-		return types.Unauthenticated
-	case connect.CodeResourceExhausted:
-		return types.ResourceExhausted
-	case connect.CodeUnavailable, connect.CodeAborted:
-		return types.Unavailable
-	case connect.CodeDeadlineExceeded:
-		return types.DeadlineExceeded
-	case connect.CodeUnimplemented:
-		return types.NotSupported
-	}
-	return types.Unknown
-}
-
-// classOfStatus maps a /files HTTP status onto a class.
-func classOfStatus(status int) types.Class {
-	switch status {
-	case http.StatusNotFound:
-		return types.NotFound
-	case http.StatusConflict:
-		return types.AlreadyExists
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return types.InvalidArgument
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return types.Unauthenticated
-	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
-		return types.ResourceExhausted
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return types.Unavailable
-	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return types.NotSupported
-	}
-	return types.Unknown
-}
 
 // isTransport reports whether err is a broken or refused connection rather
 // than an answer of the server.
@@ -83,7 +36,7 @@ func classify(op string, err error) error {
 	class := types.Unknown
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		class = classOfCode(ce.Code())
+		class = types.ClassOfRPCCode(uint32(ce.Code()))
 		if class == types.Unknown && isTransport(ce.Unwrap()) {
 			class = types.Unavailable
 		}

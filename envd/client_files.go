@@ -48,7 +48,7 @@ func (c *Client) do(ctx context.Context, op string, req *http.Request) (*http.Re
 	if json.Unmarshal(body, &he) == nil && he.Message != "" {
 		msg = he.Message
 	}
-	return nil, types.Errorf(classOfStatus(res.StatusCode), "envd %s: %s: %s", op, res.Status, msg)
+	return nil, types.HTTPError(res.StatusCode, res.Header, fmt.Errorf("envd %s: %s: %s", op, res.Status, msg))
 }
 
 // WriteFile creates or replaces the file at path with r's bytes, creating

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -26,80 +24,31 @@ func rpcError(err error) *connect.Error {
 	return connect.NewError(codeOf(err), err)
 }
 
-// classCodes is the Connect code of each class. Unauthenticated becomes
-// PermissionDenied: the caller was let in; this one operation is refused.
-var classCodes = [...]connect.Code{
-	types.NotFound:          connect.CodeNotFound,
-	types.AlreadyExists:     connect.CodeAlreadyExists,
-	types.InvalidArgument:   connect.CodeInvalidArgument,
-	types.Unauthenticated:   connect.CodePermissionDenied,
-	types.ResourceExhausted: connect.CodeResourceExhausted,
-	types.Unavailable:       connect.CodeUnavailable,
-	types.DeadlineExceeded:  connect.CodeDeadlineExceeded,
-	types.NotSupported:      connect.CodeUnimplemented,
-}
-
-// codeOf maps an error by its class (what the sandbox API returns), else by
-// its errno (what the host returns).
+// codeOf is the Connect code of err: the code of its class in the one
+// mapping of sandbox/types, the host's errnos classed there too
+// (types.ClassifyErrno). A cancellation is Canceled: the caller went away.
 func codeOf(err error) connect.Code {
-	if c := types.ClassOf(err); c > types.Unknown && int(c) < len(classCodes) {
-		return classCodes[c]
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return connect.CodeNotFound
-	case errors.Is(err, fs.ErrExist), errors.Is(err, syscall.ENOTEMPTY):
-		return connect.CodeAlreadyExists
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
-		return connect.CodePermissionDenied
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), transientErrno(err):
-		return connect.CodeResourceExhausted
-	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EINVAL),
-		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EXDEV),
-		errors.Is(err, syscall.ENOEXEC):
-		return connect.CodeInvalidArgument
-	case errors.Is(err, context.Canceled):
+	err = types.ClassifyErrno(err)
+	if types.ClassOf(err) == types.Unknown && errors.Is(err, context.Canceled) {
 		return connect.CodeCanceled
 	}
-	return connect.CodeInternal
+	return connect.Code(types.RPCCode(types.ClassOf(err)))
 }
 
-// transientErrno is a shortage that passes (descriptors, memory): worth a
-// retry, unlike a full disk.
-func transientErrno(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM)
-}
-
-// fileStatuses is the /files status of each code. ResourceExhausted is a
-// full disk (507) unless transientErrno says the shortage passes (503).
-var fileStatuses = map[connect.Code]int{
-	connect.CodeCanceled:           499,
-	connect.CodeInvalidArgument:    http.StatusBadRequest,
-	connect.CodeFailedPrecondition: http.StatusBadRequest,
-	connect.CodeNotFound:           http.StatusNotFound,
-	connect.CodeAlreadyExists:      http.StatusConflict,
-	connect.CodePermissionDenied:   http.StatusForbidden,
-	connect.CodeResourceExhausted:  http.StatusInsufficientStorage,
-	connect.CodeUnavailable:        http.StatusServiceUnavailable,
-	connect.CodeDeadlineExceeded:   http.StatusGatewayTimeout,
-	connect.CodeUnimplemented:      http.StatusNotImplemented,
-}
-
-// httpStatusOf is the status of a /files failure.
+// httpStatusOf is the status of a /files failure: the status of its class
+// in the one mapping of sandbox/types (a full disk, a Permanent
+// ResourceExhausted, is 507). A body over the limit is 413, a caller that
+// went away 499.
 func httpStatusOf(err error) int {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge
 	}
-	c := codeOf(err)
-	if c == connect.CodeResourceExhausted && transientErrno(err) {
-		return http.StatusServiceUnavailable
+	err = types.ClassifyErrno(err)
+	if types.ClassOf(err) == types.Unknown && errors.Is(err, context.Canceled) {
+		return 499
 	}
-	if s, ok := fileStatuses[c]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
+	return types.HTTPStatus(err)
 }
 
 var rpcErrors = connect.NewErrorWriter()

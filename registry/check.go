@@ -29,7 +29,7 @@ func (e Entry) check() error {
 	} else if c.FileVar != "" || c.DefaultPath != "" || c.Flag != "" || c.ParseFile != nil {
 		return errors.New("credential fields set without key variables")
 	}
-	vars := map[string]string{BackendVar: "reserved", HarborVar: "reserved"}
+	vars := map[string]string{BackendVar: "reserved", HarborVar: "reserved", StrictKeyFilesVar: "reserved"}
 	add := func(name, role string) error {
 		if !varName.MatchString(name) {
 			return fmt.Errorf("invalid variable name %q (%s)", name, role)

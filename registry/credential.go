@@ -17,6 +17,20 @@ import (
 // a few hundred bytes; anything near this is not a key file.
 const maxKeyFile = 1 << 20
 
+// StrictKeyFilesVar, set to 1 (true, yes), makes a key file that others
+// can read (or write) a refusal instead of a warning, on the launcher and
+// the worker side alike; Launch forwards it to workers.
+const StrictKeyFilesVar = "BERTH_STRICT_KEY_FILES"
+
+// strict reports whether env asks for StrictKeyFilesVar.
+func strict(env Environ) bool {
+	switch strings.ToLower(strings.TrimSpace(env.Get(StrictKeyFilesVar))) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
 // Supply is the launcher-side outcome of credential supply.
 type Supply struct {
 	// Source is "file", "environment" or "none" (no credential needed).
@@ -28,6 +42,9 @@ type Supply struct {
 	// Message is the line printed at launch
 	// ("credential supply: file <path> (readable here; ...)").
 	Message string
+	// Warning, when set, is a line for the user about the key file: others
+	// can read it (see StrictKeyFilesVar).
+	Warning string
 }
 
 // Supply sources.
@@ -58,7 +75,7 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 	}
 	path = env.ExpandHome(path)
 
-	if _, err := readKeyFile(path); err == nil {
+	if _, warning, err := readKeyFile(path, strict(env)); err == nil {
 		// Workers may run in another directory: forward an absolute path.
 		if abs, err := filepath.Abs(path); err == nil {
 			path = abs
@@ -68,7 +85,10 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 			Path:    path,
 			Vars:    []Var{{Name: c.FileVar, Value: path}},
 			Message: "credential supply: file " + path + " (readable here; forwarding the path, workers read it themselves)",
+			Warning: warning,
 		}, nil
+	} else if errors.Is(err, errExposed) {
+		return Supply{}, types.Errorf(types.Unauthenticated, "%w", err)
 	}
 	if explicit {
 		return Supply{}, types.Errorf(types.Unauthenticated, "%s=%s is missing or empty", c.FileVar, path)
@@ -87,7 +107,7 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 // Resolve runs the worker-side rules and returns the secrets keyed by the
 // entry's key variables. A provider without a credential returns nil, nil.
 func (e Entry) Resolve(env Environ) (map[string]Secret, error) {
-	s, _, err := e.resolve(env)
+	s, _, _, err := e.resolve(env)
 	return s, err
 }
 
@@ -95,23 +115,23 @@ func (e Entry) Resolve(env Environ) (map[string]Secret, error) {
 // where ("environment", "file <path>"), for the golden test's skip and for
 // `berth providers`.
 func (e Entry) Available(env Environ) (ok bool, source string) {
-	_, source, err := e.resolve(env)
+	_, source, _, err := e.resolve(env)
 	return err == nil, source
 }
 
 // resolve is Resolve plus where the credential came from ("none",
-// "environment" or "file <path>").
-func (e Entry) resolve(env Environ) (map[string]Secret, string, error) {
+// "environment" or "file <path>") and a warning about the key file.
+func (e Entry) resolve(env Environ) (map[string]Secret, string, string, error) {
 	c := e.Credential
 	if c.None() {
-		return nil, SourceNone, nil
+		return nil, SourceNone, "", nil
 	}
 	if allSet(env, c.KeyVars) {
 		out := make(map[string]Secret, len(c.KeyVars))
 		for _, k := range c.KeyVars {
 			out[k] = Secret(strings.TrimSpace(env.Get(k)))
 		}
-		return out, SourceEnvironment, nil
+		return out, SourceEnvironment, "", nil
 	}
 	path := c.DefaultPath
 	if env.Set(c.FileVar) {
@@ -121,65 +141,90 @@ func (e Entry) resolve(env Environ) (map[string]Secret, string, error) {
 	missing := func() error {
 		return types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s is missing or empty", c.keyNames(), path)
 	}
-	data, err := readKeyFile(path)
+	data, warning, err := readKeyFile(path, strict(env))
+	if errors.Is(err, errExposed) {
+		return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %w", c.keyNames(), err)
+	}
 	if err != nil {
-		return nil, "", missing()
+		return nil, "", "", missing()
 	}
 	var vals map[string]string
 	if c.ParseFile == nil {
 		vals = map[string]string{c.KeyVars[0]: string(bytes.TrimSpace(data))}
 	} else if vals, err = c.ParseFile(data, env); err != nil {
 		// ParseFile's errors name keys and profiles, never values.
-		return nil, "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s holds none: %w", c.keyNames(), path, err)
+		return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s holds none: %w", c.keyNames(), path, err)
 	}
 	out := make(map[string]Secret, len(c.KeyVars))
 	for _, k := range c.KeyVars {
 		v := strings.TrimSpace(vals[k])
 		if v == "" {
 			if len(c.KeyVars) == 1 {
-				return nil, "", missing()
+				return nil, "", "", missing()
 			}
-			return nil, "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s lacks %s", c.keyNames(), path, k)
+			return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s lacks %s", c.keyNames(), path, k)
 		}
 		out[k] = Secret(v)
 	}
-	return out, "file " + path, nil
+	return out, "file " + path, warning, nil
 }
 
+// errExposed is a key file others can read or write, refused in strict mode.
+var errExposed = errors.New("others can read or write the key file")
+
 // readKeyFile returns the file's bytes when it is a readable regular file
-// whose contents are not blank. Its errors never hold the contents.
-func readKeyFile(path string) ([]byte, error) {
+// whose contents are not blank, and a warning when others can read or
+// write it (group or world bits); with strict that is an errExposed error
+// instead. Its errors and warnings never hold the contents.
+func readKeyFile(path string, strict bool) (data []byte, warning string, err error) {
+	data, perm, err := readRegular(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if perm&0o077 != 0 {
+		if strict {
+			return nil, "", fmt.Errorf("%s has mode %04o: %w; run chmod 600 %s (%s is set)", path, perm, errExposed, path, StrictKeyFilesVar)
+		}
+		warning = fmt.Sprintf("warning: key file %s has mode %04o: others on this host can read it; run chmod 600 %s (%s=1 refuses such files)", path, perm, path, StrictKeyFilesVar)
+	}
+	return data, warning, nil
+}
+
+// readRegular returns the bytes and permission bits of a regular file
+// whose contents are not blank.
+func readRegular(path string) ([]byte, os.FileMode, error) {
 	if path == "" {
-		return nil, errors.New("no path")
+		return nil, 0, errors.New("no path")
 	}
 	// A FIFO or device would block or never end: check before opening, open
 	// without blocking, and check again what was opened.
 	if fi, err := os.Stat(path); err != nil {
-		return nil, err
+		return nil, 0, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(data) > maxKeyFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFile)
+		return nil, 0, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFile)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%s is empty", path)
+		return nil, 0, fmt.Errorf("%s is empty", path)
 	}
-	return data, nil
+	return data, fi.Mode().Perm(), nil
 }
 
 // allSet reports whether every variable is set to a non-blank value; half a

@@ -1,13 +1,18 @@
 package registry
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -32,7 +37,8 @@ func pair() Entry {
 				return nil, errors.New("want two lines")
 			},
 		},
-		Open: nopOpen,
+		Open:         nopOpen,
+		Capabilities: nopCaps,
 	}
 }
 
@@ -330,5 +336,68 @@ func TestResolveRules(t *testing.T) {
 				t.Fatalf("Available = %v, %q; want true, %q", ok, source, tt.source)
 			}
 		})
+	}
+}
+
+// TestExposedKeyFileWarns: a key file others can read is used, with a
+// warning naming the file, its mode and the fix (never the key), on the
+// worker side (Open's logger) and the launcher side (Launch's notes). On
+// 6f9918d a 0644 key file was used without a word: checked there, this
+// test failed.
+func TestExposedKeyFileWarns(t *testing.T) {
+	home := t.TempDir()
+	key := writeFile(t, filepath.Join(home, ".config/acme/key"), secretBytes+"\n")
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
+		if err := os.Chmod(key, mode); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		r := acmeRegistry()
+		e, _ := r.Lookup("acme")
+		e.Open = func(context.Context, Config) (driver.Provider, error) { return nopDriver{}, nil }
+		r = New()
+		r.Register(e)
+		p, err := r.Open(context.Background(), "acme", MapEnviron(nil, home), slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+		p.Close()
+		if !strings.Contains(logs.String(), "chmod 600 "+key) || strings.Contains(logs.String(), secretBytes) {
+			t.Errorf("mode %04o: open logged %q; want a warning with the fix and no key", mode, logs.String())
+		}
+		l, err := r.Launch("acme", MapEnviron(nil, home), "")
+		if err != nil || !slices.ContainsFunc(l.Notes, func(n string) bool { return strings.Contains(n, "chmod 600 "+key) }) {
+			t.Errorf("mode %04o: launch notes %q, %v; want the warning", mode, l.Notes, err)
+		}
+	}
+}
+
+// TestStrictRefusesExposedKeyFile: with BERTH_STRICT_KEY_FILES=1 the same
+// file is refused on both sides, Launch forwards the switch to workers, and
+// a file only its owner can read is fine either way.
+func TestStrictRefusesExposedKeyFile(t *testing.T) {
+	home := t.TempDir()
+	key := writeFile(t, filepath.Join(home, ".config/acme/key"), secretBytes+"\n")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	strictEnv := MapEnviron(map[string]string{StrictKeyFilesVar: "1"}, home)
+	e := acme()
+	if _, err := e.Resolve(strictEnv); !errors.Is(err, types.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), secretBytes) {
+		t.Errorf("strict resolve of a 0644 file: %v", err)
+	}
+	if _, err := e.Supply(strictEnv, ""); !errors.Is(err, types.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("strict supply of a 0644 file: %v", err)
+	}
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := e.Supply(strictEnv, "")
+	if err != nil || sup.Warning != "" {
+		t.Errorf("strict supply of a 0600 file: %+v, %v", sup, err)
+	}
+	l, err := acmeRegistry().Launch("acme", strictEnv, "")
+	if err != nil || !slices.Contains(l.Vars, Var{StrictKeyFilesVar, "1"}) {
+		t.Errorf("launch in strict mode: %v, %v; want %s=1 forwarded", l, err, StrictKeyFilesVar)
 	}
 }

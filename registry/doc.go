@@ -26,4 +26,19 @@
 // set, else the file named by the file variable (or the default path), else
 // the "no API key" error. Secrets are returned as Secret values, which never
 // print their contents.
+//
+// A key file that others can read or write (any group or world bit) draws
+// a warning by default, on both sides: Launch adds it to its notes and
+// Open logs it, naming the file, its mode and chmod 600, never the key.
+// With BERTH_STRICT_KEY_FILES=1 it is refused instead (Unauthenticated),
+// and Launch forwards the switch so that workers refuse it too. Why a
+// warning and not a refusal by default: the files are not berth's own.
+// ~/.modal.toml is written by `modal token new` with the user's umask
+// (0644 on most systems), and on a cluster the key file is often on a
+// shared file system that workers running as another user of the same
+// group must read; refusing would break setups that are safe where they
+// run (a single-user machine). Where the host is shared with users who must
+// not have the key, turn strict mode on. berth serve's own API key file,
+// which berth creates (mode 0600), is always refused when others can read
+// it (package serve/apikeys).
 package registry

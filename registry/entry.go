@@ -36,8 +36,12 @@ type Entry struct {
 	Requires []Requirement
 	// Probe, when set, is the endpoint `berth doctor` checks for reachability.
 	Probe *Probe
-	// Capabilities are what the provider supports, readable without opening it.
-	Capabilities types.Capabilities
+	// Capabilities reports what the provider supports, readable without
+	// opening it. It is the driver package's own function (the one its
+	// driver's Capabilities method returns, derived from the driver's
+	// interfaces by driver.Derive), never a literal: an entry cannot claim
+	// what the driver does not do. Required.
+	Capabilities func() types.Capabilities
 	// Limits are the provider's create limits (in flight, rate, live
 	// sandboxes, retries) that runners respect; users may override them.
 	Limits throttle.Limits

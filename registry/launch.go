@@ -39,6 +39,10 @@ func (r *Registry) Launch(name string, env Environ, keyFile string) (*LaunchEnv,
 	}
 	l := &LaunchEnv{Vars: []Var{{BackendVar, e.Name}, {HarborVar, e.Name}}}
 	l.Vars = append(l.Vars, sup.Vars...)
+	if strict(env) {
+		// Workers refuse an exposed key file too.
+		l.Vars = append(l.Vars, Var{StrictKeyFilesVar, "1"})
+	}
 	for _, k := range e.Forward {
 		if !env.Set(k) {
 			continue
@@ -60,6 +64,9 @@ func (r *Registry) Launch(name string, env Environ, keyFile string) (*LaunchEnv,
 		l.Vars = append(l.Vars, Var{d.Name, v})
 	}
 	l.Notes = append(l.Notes, sup.Message)
+	if sup.Warning != "" {
+		l.Notes = append(l.Notes, sup.Warning)
+	}
 	if line, err := e.TargetLine(env); err != nil {
 		return nil, err
 	} else if line != "" {
@@ -154,4 +161,21 @@ func (l *LaunchEnv) Map() map[string]string {
 		m[v.Name] = v.Value
 	}
 	return m
+}
+
+// DefaultBackend is the provider name when a command names none.
+const DefaultBackend = "local"
+
+// Backend is the one rule every berth verb follows to pick its provider:
+// the flag (--backend, berth run's -e) when given, else $BERTH_BACKEND
+// (what `berth env` sets for workers), else $HARBOR_ENV_TYPE (Harbor's own
+// variable, which `berth env` sets to the same name), else local. The name
+// is trimmed; Lookup resolves aliases and case.
+func Backend(flag string, env Environ) string {
+	for _, v := range []string{flag, env.Get(BackendVar), env.Get(HarborVar)} {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return DefaultBackend
 }

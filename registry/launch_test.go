@@ -189,3 +189,23 @@ func TestWorkerEnv(t *testing.T) {
 		t.Fatal("zero Environ not handled")
 	}
 }
+
+// TestBackend: the flag, then $BERTH_BACKEND, then $HARBOR_ENV_TYPE, then
+// local; blank counts as unset.
+func TestBackend(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		env  map[string]string
+		want string
+	}{
+		{"", nil, "local"},
+		{"", map[string]string{"HARBOR_ENV_TYPE": "daytona"}, "daytona"},
+		{"", map[string]string{"BERTH_BACKEND": "e2b", "HARBOR_ENV_TYPE": "daytona"}, "e2b"},
+		{"modal", map[string]string{"BERTH_BACKEND": "e2b", "HARBOR_ENV_TYPE": "daytona"}, "modal"},
+		{" ", map[string]string{"BERTH_BACKEND": "  ", "HARBOR_ENV_TYPE": " modal "}, "modal"},
+	} {
+		if got := Backend(tc.flag, MapEnviron(tc.env, "")); got != tc.want {
+			t.Errorf("Backend(%q, %v) = %q, want %q", tc.flag, tc.env, got, tc.want)
+		}
+	}
+}

@@ -28,13 +28,17 @@ func New() *Registry {
 var Default = New()
 
 // Register adds an entry. It panics on an empty name, a duplicate name or
-// alias, or a missing factory: those are programming errors found at start-up.
+// alias, or a missing factory or Capabilities function: those are
+// programming errors found at start-up.
 func (r *Registry) Register(e Entry) {
 	if e.Name == "" || e.Name != strings.ToLower(strings.TrimSpace(e.Name)) {
 		panic(fmt.Sprintf("registry: Register with invalid name %q", e.Name))
 	}
 	if e.Open == nil {
 		panic("registry: Register " + e.Name + " without a factory")
+	}
+	if e.Capabilities == nil {
+		panic("registry: Register " + e.Name + " without its driver's Capabilities function")
 	}
 	if err := e.check(); err != nil {
 		panic("registry: Register " + e.Name + ": " + err.Error())
@@ -124,9 +128,12 @@ func (r *Registry) Open(ctx context.Context, name string, env Environ, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	secrets, err := e.Resolve(env)
+	secrets, _, warning, err := e.resolve(env)
 	if err != nil {
 		return nil, err
+	}
+	if warning != "" {
+		log.Warn(warning, "provider", e.Name)
 	}
 	d, err := e.Open(ctx, Config{Name: e.Name, Secrets: secrets, Env: e.workerEnv(env), Logger: log})
 	if err != nil {

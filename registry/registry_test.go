@@ -16,6 +16,9 @@ func nopOpen(context.Context, Config) (driver.Provider, error) {
 	return nil, errors.New("not opened in this test")
 }
 
+// nopCaps stands for a driver package's Capabilities function.
+func nopCaps() types.Capabilities { return types.Capabilities{} }
+
 // acme is a one-key provider with every field set, built fresh per call.
 func acme() Entry {
 	return Entry{
@@ -28,10 +31,11 @@ func acme() Entry {
 			Flag:          "--key-file",
 			ProvisionHint: "acme login",
 		},
-		Forward:     []string{"ACME_URL", "ACME_REGION"},
-		EnvDefaults: []Var{{"ACME_V2", "1"}},
-		Target:      &Target{Var: "ACME_URL", Label: "endpoint", Default: "Acme Cloud (default)"},
-		Open:        nopOpen,
+		Forward:      []string{"ACME_URL", "ACME_REGION"},
+		EnvDefaults:  []Var{{"ACME_V2", "1"}},
+		Target:       &Target{Var: "ACME_URL", Label: "endpoint", Default: "Acme Cloud (default)"},
+		Open:         nopOpen,
+		Capabilities: nopCaps,
 	}
 }
 
@@ -44,6 +48,7 @@ func TestRegisterPanics(t *testing.T) {
 		{"upper-case name", func() Entry { e := acme(); e.Name = "Acme"; return e }},
 		{"name with spaces", func() Entry { e := acme(); e.Name = " acme"; return e }},
 		{"no factory", func() Entry { e := acme(); e.Open = nil; return e }},
+		{"no capabilities", func() Entry { e := acme(); e.Capabilities = nil; return e }},
 		{"duplicate name", func() Entry { e := acme(); e.Aliases = nil; return e }},
 		{"alias clashes with a name", func() Entry { e := acme(); e.Name = "other"; e.Aliases = []string{"acme"}; return e }},
 		{"name clashes with an alias", func() Entry { e := acme(); e.Name = "acmeenv"; e.Aliases = nil; return e }},
@@ -67,7 +72,7 @@ func TestRegisterPanics(t *testing.T) {
 		{"unquotable variable name", func() Entry { e := acme(); e.Name = "x"; e.Aliases = nil; e.Forward = []string{"A;rm -rf /"}; return e }},
 		{"credential without hint", func() Entry { e := acme(); e.Name = "x"; e.Aliases = nil; e.Credential.ProvisionHint = ""; return e }},
 		{"file variable without keys", func() Entry {
-			return Entry{Name: "x", Credential: Credential{FileVar: "X_FILE"}, Open: nopOpen}
+			return Entry{Name: "x", Credential: Credential{FileVar: "X_FILE"}, Open: nopOpen, Capabilities: nopCaps}
 		}},
 		{"key variable as target", func() Entry {
 			e := acme()
@@ -106,7 +111,7 @@ func TestRegisterPanics(t *testing.T) {
 func TestNamesSortedAndEntries(t *testing.T) {
 	r := New()
 	for _, n := range []string{"zeta", "alpha", "mid"} {
-		r.Register(Entry{Name: n, Open: nopOpen})
+		r.Register(Entry{Name: n, Open: nopOpen, Capabilities: nopCaps})
 	}
 	want := []string{"alpha", "mid", "zeta"}
 	if got := r.Names(); !slices.Equal(got, want) {
@@ -130,7 +135,7 @@ func TestNamesSortedAndEntries(t *testing.T) {
 func TestLookup(t *testing.T) {
 	r := New()
 	r.Register(acme())
-	r.Register(Entry{Name: "local", Open: nopOpen})
+	r.Register(Entry{Name: "local", Open: nopOpen, Capabilities: nopCaps})
 	for _, name := range []string{"acme", "acmeenv", " AcmeEnv ", "ACME"} {
 		e, err := r.Lookup(name)
 		if err != nil || e.Name != "acme" {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/providers/notyet"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -71,7 +70,7 @@ func TestOpenLogsNoSecret(t *testing.T) {
 	e.Open = func(ctx context.Context, cfg Config) (driver.Provider, error) {
 		got = cfg
 		cfg.Logger.Info("opening", "config", cfg, "secrets", cfg.Secrets)
-		return notyet.New(cfg.Name, types.Capabilities{}), nil
+		return nopDriver{}, nil
 	}
 	r := New()
 	r.Register(e)
@@ -91,3 +90,9 @@ func TestOpenLogsNoSecret(t *testing.T) {
 		t.Fatalf("logs: %s", logs.String())
 	}
 }
+
+// nopDriver is a driver that does nothing, for tests of Open.
+type nopDriver struct{ driver.Provider }
+
+func (nopDriver) Capabilities() types.Capabilities { return types.Capabilities{} }
+func (nopDriver) Close() error                     { return nil }

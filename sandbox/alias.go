@@ -71,7 +71,16 @@ var (
 	Errorf         = types.Errorf
 	Classify       = types.Classify
 	IgnoreNotFound = types.IgnoreNotFound
-	ValidateLabels = types.ValidateLabels
-	ParseLabel     = types.ParseLabel
-	MatchLabels    = types.MatchLabels
+	Retryable      = types.Retryable
+	RetryAfterOf   = types.RetryAfterOf
+	IsPermanent    = types.IsPermanent
+	WithRetryAfter = types.WithRetryAfter
+	WithPermanent  = types.WithPermanent
+
+	HTTPStatus        = types.HTTPStatus
+	ClassOfHTTPStatus = types.ClassOfHTTPStatus
+	RetryAfterHeader  = types.RetryAfterHeader
+	ValidateLabels    = types.ValidateLabels
+	ParseLabel        = types.ParseLabel
+	MatchLabels       = types.MatchLabels
 )

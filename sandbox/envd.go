@@ -15,9 +15,11 @@ type EnvdEndpoint = types.EnvdEndpoint
 // callers use Exec and the file calls.
 func (s *Sandbox) EnvdEndpoint(ctx context.Context) (EnvdEndpoint, error) {
 	const op = "envd endpoint"
-	if err := s.check(op); err != nil {
+	end, err := s.begin(op)
+	if err != nil {
 		return EnvdEndpoint{}, err
 	}
+	defer end()
 	es, ok := s.d.(driver.EnvdServer)
 	if !ok {
 		return EnvdEndpoint{}, s.wrap(Errorf(NotSupported, "the %s provider's sandboxes do not serve envd", s.p.name), op)

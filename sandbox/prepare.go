@@ -11,9 +11,11 @@ import (
 // and Create does the work.
 func (p *Provider) PrepareImage(ctx context.Context, spec Spec) error {
 	const op = "prepare image"
-	if err := p.checkOpen(op, ""); err != nil {
+	end, err := p.begin(op, "")
+	if err != nil {
 		return err
 	}
+	defer end()
 	if err := spec.Validate(); err != nil {
 		return wrap(err, op, p.name, "")
 	}
@@ -29,9 +31,11 @@ func (p *Provider) PrepareImage(ctx context.Context, spec Spec) error {
 // provider's own TTL does this and Reap returns nothing.
 func (p *Provider) Reap(ctx context.Context) ([]string, error) {
 	const op = "reap"
-	if err := p.checkOpen(op, ""); err != nil {
+	end, err := p.begin(op, "")
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	r, ok := p.d.(driver.Reaper)
 	if !ok {
 		return nil, nil

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -14,11 +14,17 @@ const teardownTimeout = 2 * time.Minute
 
 // Provider hands out sandboxes of one backend. It wraps a driver.Provider and
 // does the work every backend shares. Its methods are safe for concurrent use.
+//
+// Its calls, and the calls of its sandboxes, hold a read lock while the
+// driver works; Close takes the write lock, so it waits for them before it
+// closes the driver (as go-cloud's blob.Bucket does), and every call after
+// it fails with InvalidArgument.
 type Provider struct {
 	name   string
 	d      driver.Provider
 	log    *slog.Logger
-	closed atomic.Bool
+	mu     sync.RWMutex // read-held by calls in flight; Close takes it
+	closed bool
 }
 
 // ProviderOption configures NewProvider.
@@ -44,11 +50,15 @@ func (p *Provider) Name() string { return p.name }
 // Capabilities reports what the provider supports.
 func (p *Provider) Capabilities() Capabilities { return p.d.Capabilities() }
 
-func (p *Provider) checkOpen(op, id string) error {
-	if p.closed.Load() {
-		return wrap(Errorf(InvalidArgument, "provider is closed"), op, p.name, id)
+// begin starts a call: until end is called it holds the read lock that
+// makes Close wait for it. After Close it fails with InvalidArgument.
+func (p *Provider) begin(op, id string) (end func(), err error) {
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return nil, wrap(Errorf(InvalidArgument, "provider is closed"), op, p.name, id)
 	}
-	return nil
+	return p.mu.RUnlock, nil
 }
 
 // Create makes a sandbox. The Spec is validated, defaults are filled in, and
@@ -57,9 +67,11 @@ func (p *Provider) checkOpen(op, id string) error {
 // anyway is deleted, so an abandoned Create leaks nothing.
 func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	const op = "create"
-	if err := p.checkOpen(op, ""); err != nil {
+	end, err := p.begin(op, "")
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if err := spec.Validate(); err != nil {
 		return nil, wrap(err, op, p.name, "")
 	}
@@ -106,9 +118,11 @@ func (p *Provider) checkSupported(spec Spec) error {
 // Connect attaches to an existing sandbox by ID, from any process.
 func (p *Provider) Connect(ctx context.Context, id string) (*Sandbox, error) {
 	const op = "connect"
-	if err := p.checkOpen(op, id); err != nil {
+	end, err := p.begin(op, id)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if id == "" {
 		return nil, wrap(Errorf(InvalidArgument, "empty sandbox id"), op, p.name, id)
 	}
@@ -122,9 +136,11 @@ func (p *Provider) Connect(ctx context.Context, id string) (*Sandbox, error) {
 // List returns live sandboxes that carry every given label.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]Info, error) {
 	const op = "list"
-	if err := p.checkOpen(op, ""); err != nil {
+	end, err := p.begin(op, "")
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if err := ValidateLabels(labels); err != nil {
 		return nil, wrap(err, op, p.name, "")
 	}
@@ -142,19 +158,26 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]Info, 
 // NotFound.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	const op = "delete"
-	if err := p.checkOpen(op, id); err != nil {
+	end, err := p.begin(op, id)
+	if err != nil {
 		return err
 	}
+	defer end()
 	if id == "" {
 		return wrap(Errorf(InvalidArgument, "empty sandbox id"), op, p.name, id)
 	}
 	return wrap(p.d.Delete(ctx, id), op, p.name, id)
 }
 
-// Close releases the provider. It is idempotent and does not delete sandboxes.
+// Close releases the provider once the calls in flight on it and on its
+// sandboxes have returned. It is idempotent and does not delete sandboxes.
 func (p *Provider) Close() error {
-	if p.closed.Swap(true) {
+	p.mu.Lock() // waits for the read locks of calls in flight
+	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
+	p.closed = true
+	p.mu.Unlock()
 	return wrap(p.d.Close(), "close", p.name, "")
 }

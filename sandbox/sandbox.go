@@ -14,14 +14,20 @@ import (
 )
 
 // Sandbox is a handle to one sandbox. Close releases the handle; Delete
-// destroys the sandbox. Methods are safe for concurrent use; after Close they
-// fail with InvalidArgument.
+// destroys the sandbox. Methods are safe for concurrent use; after Close
+// (of the sandbox or its provider) they fail with InvalidArgument.
+//
+// Every call holds a read lock on the handle and on its provider while the
+// driver works, and Close takes the write lock, so Close waits for the
+// calls in flight instead of pulling the driver out from under them (as
+// go-cloud's blob.Bucket does). Streams a call returns (Open, Download)
+// and a started Process are the caller's: Close does not wait for them.
 type Sandbox struct {
 	p  *Provider
 	d  driver.Sandbox
 	id string
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // read-held by calls in flight; Close takes it
 	closed bool
 }
 
@@ -35,36 +41,42 @@ func (s *Sandbox) ID() string { return s.id }
 // Provider is the registry name of the sandbox's provider.
 func (s *Sandbox) Provider() string { return s.p.name }
 
-func (s *Sandbox) check(op string) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return s.wrap(Errorf(InvalidArgument, "sandbox handle is closed"), op)
+// begin starts a call: until end is called it holds the read locks that
+// make Close wait for it. After Close of the handle or of its provider it
+// fails with InvalidArgument.
+func (s *Sandbox) begin(op string) (end func(), err error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, s.wrap(Errorf(InvalidArgument, "sandbox handle is closed"), op)
 	}
-	return nil
+	pend, err := s.p.begin(op, s.id)
+	if err != nil {
+		s.mu.RUnlock()
+		return nil, err
+	}
+	return func() { pend(); s.mu.RUnlock() }, nil
 }
 
 func (s *Sandbox) wrap(err error, op string) error { return wrap(err, op, s.p.name, s.id) }
 
-// checkPath requires an absolute, clean-able path: relative paths mean
-// different things on different providers.
-func (s *Sandbox) checkPath(op, p string) error {
-	if err := s.check(op); err != nil {
-		return err
-	}
+// beginPath is begin for a call on a path, which must be absolute:
+// relative paths mean different things on different providers.
+func (s *Sandbox) beginPath(op, p string) (end func(), err error) {
 	if !path.IsAbs(p) {
-		return s.wrap(Errorf(InvalidArgument, "path %q is not absolute", p), op)
+		return nil, s.wrap(Errorf(InvalidArgument, "path %q is not absolute", p), op)
 	}
-	return nil
+	return s.begin(op)
 }
 
 // Exec starts cmd and returns its process once it has started.
 func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Process, error) {
 	const op = "exec"
-	if err := s.check(op); err != nil {
+	end, err := s.begin(op)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
 		return nil, s.wrap(Errorf(InvalidArgument, "command has no program"), op)
 	}
@@ -114,9 +126,11 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 // WriteFrom streams r into the file at the absolute path, creating parents.
 func (s *Sandbox) WriteFrom(ctx context.Context, p string, r io.Reader, mode fs.FileMode) error {
 	const op = "write file"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return err
 	}
+	defer end()
 	if mode == 0 {
 		mode = 0o644
 	}
@@ -125,21 +139,29 @@ func (s *Sandbox) WriteFrom(ctx context.Context, p string, r io.Reader, mode fs.
 
 // ReadFile returns the whole file at the absolute path.
 func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rc, err := s.Open(ctx, p)
+	const op = "read file"
+	end, err := s.beginPath(op, p)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
+	rc, err := s.d.ReadFile(ctx, p)
+	if err != nil {
+		return nil, s.wrap(err, op)
+	}
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
-	return b, s.wrap(err, "read file")
+	return b, s.wrap(err, op)
 }
 
 // Open streams the file at the absolute path; the caller closes it.
 func (s *Sandbox) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	const op = "read file"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	rc, err := s.d.ReadFile(ctx, p)
 	return rc, s.wrap(err, op)
 }
@@ -147,9 +169,11 @@ func (s *Sandbox) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 // Stat describes one path.
 func (s *Sandbox) Stat(ctx context.Context, p string) (FileInfo, error) {
 	const op = "stat"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return FileInfo{}, err
 	}
+	defer end()
 	fi, err := s.d.Stat(ctx, p)
 	return fi, s.wrap(err, op)
 }
@@ -157,9 +181,11 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (FileInfo, error) {
 // ListDir lists a directory's entries, sorted by name.
 func (s *Sandbox) ListDir(ctx context.Context, p string) ([]FileInfo, error) {
 	const op = "list dir"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	fis, err := s.d.ListDir(ctx, p)
 	return fis, s.wrap(err, op)
 }
@@ -167,31 +193,85 @@ func (s *Sandbox) ListDir(ctx context.Context, p string) ([]FileInfo, error) {
 // MakeDir creates a directory and its parents.
 func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
 	const op = "make dir"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return err
 	}
+	defer end()
 	return s.wrap(s.d.MakeDir(ctx, p), op)
 }
 
 // Remove deletes a file or a directory tree.
 func (s *Sandbox) Remove(ctx context.Context, p string) error {
 	const op = "remove"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return err
 	}
+	defer end()
 	return s.wrap(s.d.Remove(ctx, p), op)
 }
 
-// SetTimeout moves the sandbox's provider-side deadline to now + d.
+// SetTimeout moves the sandbox's provider-side deadline to now + d. It is
+// NotSupported where the provider cannot move a deadline after create
+// (Capabilities.SetTimeout).
 func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 	const op = "set timeout"
-	if err := s.check(op); err != nil {
-		return err
-	}
 	if d <= 0 {
 		return s.wrap(Errorf(InvalidArgument, "timeout %v must be positive", d), op)
 	}
-	return s.wrap(s.d.SetTimeout(ctx, d), op)
+	end, err := s.begin(op)
+	if err != nil {
+		return err
+	}
+	defer end()
+	ts, ok := s.d.(driver.TimeoutSetter)
+	if !ok {
+		return s.wrap(Errorf(NotSupported, "the %s provider cannot change a sandbox's timeout after create", s.p.name), op)
+	}
+	return s.wrap(ts.SetTimeout(ctx, d), op)
+}
+
+// Pause stops the sandbox with its memory kept, where the provider can
+// (Capabilities.Pause); elsewhere it is NotSupported.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	return s.pauser(ctx, "pause", func(p driver.Pauser) error { return p.Pause(ctx) })
+}
+
+// Resume starts a paused sandbox again (Capabilities.Pause).
+func (s *Sandbox) Resume(ctx context.Context) error {
+	return s.pauser(ctx, "resume", func(p driver.Pauser) error { return p.Resume(ctx) })
+}
+
+func (s *Sandbox) pauser(_ context.Context, op string, f func(driver.Pauser) error) error {
+	end, err := s.begin(op)
+	if err != nil {
+		return err
+	}
+	defer end()
+	p, ok := s.d.(driver.Pauser)
+	if !ok {
+		return s.wrap(Errorf(NotSupported, "the %s provider cannot pause sandboxes", s.p.name), op)
+	}
+	return s.wrap(f(p), op)
+}
+
+// Snapshot saves the sandbox's file system as an image and returns its
+// reference, where the provider can (Capabilities.Snapshot); elsewhere it
+// is NotSupported.
+func (s *Sandbox) Snapshot(ctx context.Context) (string, error) {
+	const op = "snapshot"
+	end, err := s.begin(op)
+	if err != nil {
+		return "", err
+	}
+	defer end()
+	sn, ok := s.d.(driver.Snapshotter)
+	if !ok {
+		return "", s.wrap(Errorf(NotSupported, "the %s provider cannot snapshot sandboxes", s.p.name), op)
+	}
+	img, err := sn.Snapshot(ctx)
+	return img, s.wrap(err, op)
 }
 
 // Delete destroys the sandbox. It runs to completion even when ctx is
@@ -199,20 +279,23 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 // half way leaks the sandbox. A second Delete is NotFound.
 func (s *Sandbox) Delete(ctx context.Context) error {
 	const op = "delete"
-	if err := s.check(op); err != nil {
+	end, err := s.begin(op)
+	if err != nil {
 		return err
 	}
+	defer end()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	start := time.Now()
-	err := s.d.Delete(dctx)
+	err = s.d.Delete(dctx)
 	s.p.log.Debug("deleted sandbox", "provider", s.p.name, "id", s.id, "duration", time.Since(start), "error", err)
 	return s.wrap(err, op)
 }
 
-// Close releases the handle without destroying the sandbox. It is idempotent.
+// Close releases the handle without destroying the sandbox. It waits for
+// the handle's calls in flight to return first, and is idempotent.
 func (s *Sandbox) Close() error {
-	s.mu.Lock()
+	s.mu.Lock() // waits for the read locks of calls in flight
 	if s.closed {
 		s.mu.Unlock()
 		return nil
@@ -239,7 +322,18 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 	return code, p.s.wrap(err, "wait")
 }
 
-// Signal sends sig to the process.
+// Signal sends sig to the process. It is NotSupported where the provider
+// cannot signal a command (Capabilities.Signal).
 func (p *Process) Signal(ctx context.Context, sig Signal) error {
-	return p.s.wrap(p.d.Signal(ctx, sig), "signal")
+	const op = "signal"
+	end, err := p.s.begin(op)
+	if err != nil {
+		return err
+	}
+	defer end()
+	sg, ok := p.d.(driver.Signaler)
+	if !ok {
+		return p.s.wrap(Errorf(NotSupported, "the %s provider cannot signal a running command", p.s.p.name), op)
+	}
+	return p.s.wrap(sg.Signal(ctx, sig), op)
 }

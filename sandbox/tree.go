@@ -23,9 +23,11 @@ import (
 // before it stay written.
 func (s *Sandbox) Upload(ctx context.Context, dir string, tarStream io.Reader) error {
 	const op = "upload"
-	if err := s.checkPath(op, dir); err != nil {
+	end, err := s.beginPath(op, dir)
+	if err != nil {
 		return err
 	}
+	defer end()
 	dir = path.Clean(dir)
 	if u, ok := s.d.(driver.TreeUploader); ok {
 		return s.wrap(uploadChecked(ctx, u, dir, tarStream), op)
@@ -180,9 +182,11 @@ func ignoreExists(err error) error {
 // and streamed as it is read.
 func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error) {
 	const op = "download"
-	if err := s.checkPath(op, p); err != nil {
+	end, err := s.beginPath(op, p)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	p = path.Clean(p)
 	if d, ok := s.d.(driver.TreeDownloader); ok {
 		rc, err := d.DownloadTar(ctx, p)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -183,7 +183,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		labels[LauncherLabel] = LauncherValue
 	}
 	internet := req.AllowInternetAccess == nil || *req.AllowInternetAccess
-	spec := sandbox.Spec{Image: image, Env: req.EnvVars, Labels: labels, TTL: ttl, Network: sandbox.Network{Mode: sandbox.NetworkNone}}
+	spec := sandbox.Spec{Image: image, Env: req.EnvVars, Labels: labels, TTL: ttl, Network: sandbox.Network{Mode: sandbox.NetworkNone},
+		Resources: s.opts.Resources}
 	if internet && !s.opts.DenyInternet && s.caps.Supports(sandbox.NetworkPublic) {
 		spec.Network.Mode = sandbox.NetworkPublic
 	} else {
@@ -193,40 +194,40 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		refuse(http.StatusBadRequest, "%v", err)
 		return
 	}
-	if !s.st.reserve(keyID, s.opts.MaxSandboxesPerKey) {
+	if over := s.st.reserve(keyID, spec.Resources, s.opts.MaxSandboxesPerKey, s.opts.KeyCeiling); over != "" {
 		s.m.rateLimited.Inc()
 		s.m.creates.WithLabelValues("refused").Inc()
 		after := time.Second
 		if end := s.st.soonestEnd(keyID); !end.IsZero() {
 			after = min(max(time.Until(end), time.Second), time.Minute)
 		}
-		writeRetry(w, after, "this API key has %d live sandboxes, the most this server allows; kill one or wait", s.opts.MaxSandboxesPerKey)
+		writeRetry(w, after, "a sandbox more would give this API key %s; kill one or wait", over)
 		return
 	}
 	start := time.Now()
 	sb, err := s.p.Create(r.Context(), spec)
 	if err != nil {
-		s.st.release(keyID)
+		s.st.release(keyID, spec.Resources)
 		s.m.creates.WithLabelValues("failed").Inc()
 		s.log.Warn("create failed", "key", keyID, "template", tmpl, "error", err)
-		status := statusOf(err)
-		if status == http.StatusTooManyRequests {
+		if sandbox.ClassOf(err) == sandbox.ResourceExhausted && sandbox.RetryAfterOf(err) == 0 && !sandbox.IsPermanent(err) {
 			writeRetry(w, time.Second, "creating the sandbox: %v", err)
 			return
 		}
-		writeError(w, status, "creating the sandbox: %v", err)
+		writeClassed(w, err, "creating the sandbox: %v", err)
 		return
 	}
 	rec := &record{
 		id: id, keyID: keyID, token: newToken(), templateID: tmpl, image: image,
 		metadata: maps.Clone(req.Metadata), internet: internet, startedAt: start, sb: sb,
+		resources: spec.Resources,
 	}
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
 	}
 	if err := s.attachPlane(r.Context(), rec); err != nil {
 		s.abandon(rec)
-		writeError(w, statusOf(err), "setting up the sandbox's data plane: %v", err)
+		writeClassed(w, err, "setting up the sandbox's data plane: %v", err)
 		return
 	}
 	s.arm(rec, ttl)
@@ -293,7 +294,8 @@ func (s *Server) sandboxJSON(rec *record) sandboxJSON {
 func (s *Server) listedJSON(rec *record) listedJSON {
 	return listedJSON{
 		SandboxID: rec.id, TemplateID: rec.templateID, Alias: rec.templateID, ClientID: "",
-		CPUCount: runtime.NumCPU(), StartedAt: rec.startedAt.UTC(), EndAt: rec.deadline().UTC(),
+		CPUCount: max(int(math.Ceil(rec.resources.CPUs)), 1), MemoryMB: rec.resources.MemoryMB, DiskSizeMB: rec.resources.StorageMB,
+		StartedAt: rec.startedAt.UTC(), EndAt: rec.deadline().UTC(),
 		EnvdVersion: EnvdVersion, State: "running", Metadata: rec.metadata,
 	}
 }
@@ -311,7 +313,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, keyID string) {
 		return
 	}
 	if err := s.deleteSandbox(r.Context(), r.PathValue("id"), "api"); err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -337,7 +339,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, keyID string
 		return
 	}
 	if err := s.retime(r.Context(), rec, d, true); err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -373,7 +375,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, keyID string) {
 		err = s.retime(r.Context(), rec, d, false)
 	}
 	if err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -395,7 +397,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, keyID string) {
 		err = s.retime(r.Context(), rec, d, false)
 	}
 	if err != nil {
-		writeError(w, statusOf(err), "%v", err)
+		writeClassed(w, err, "%v", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.sandboxJSON(rec))

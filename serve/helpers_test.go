@@ -50,16 +50,15 @@ func (p bashProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandb
 // openFake opens the fake provider (chroot busybox sandboxes), wrapped.
 func openFake(t testing.TB, wrap func(driver.Provider) driver.Provider) *sandbox.Provider {
 	t.Helper()
-	bb := harbortest.Busybox(t)
-	state := t.TempDir()
+	opts := fakeprovider.Options{StateDir: t.TempDir(), Busybox: harbortest.Busybox(t)}
 	r := registry.New()
 	r.Register(registry.Entry{
 		Name:         "fake",
 		Summary:      "fake provider (tests only)",
 		DefaultImage: "host",
-		Capabilities: sandbox.Capabilities{ResourceMode: sandbox.ResourcesLimits, Networks: []sandbox.NetworkMode{sandbox.NetworkNone}},
+		Capabilities: func() sandbox.Capabilities { return fakeprovider.CapabilitiesOf(opts) },
 		Open: func(context.Context, registry.Config) (driver.Provider, error) {
-			d, err := fakeprovider.New(fakeprovider.Options{StateDir: state, Busybox: bb})
+			d, err := fakeprovider.New(opts)
 			if err != nil {
 				return nil, err
 			}

@@ -42,6 +42,15 @@ type Options struct {
 	// MaxSandboxesPerKey caps the live sandboxes of one API key; more is
 	// answered 429 with Retry-After. 0 means 20.
 	MaxSandboxesPerKey int
+	// Resources are the hard limits of every sandbox (cpus, memory, disk,
+	// pids); zero fields take DefaultResources. The provider enforces what
+	// it can: the local provider cpus, memory and pids, disk only where
+	// Capabilities.Storage says so.
+	Resources sandbox.Resources
+	// KeyCeiling caps the sum of Resources over one key's live sandboxes;
+	// a create past it is answered 429 with Retry-After. Zero fields mean
+	// MaxSandboxesPerKey times the sandbox's, so that the count binds.
+	KeyCeiling sandbox.Resources
 	// MaxTimeout bounds a sandbox's timeout; 0 means 24 h.
 	MaxTimeout time.Duration
 	// MaxBodyBytes bounds a control-plane request body; 0 means 1 MiB.
@@ -94,6 +103,10 @@ func (o *Options) fill() error {
 	}
 	if o.MaxSandboxesPerKey <= 0 {
 		o.MaxSandboxesPerKey = 20
+	}
+	var err error
+	if o.Resources, o.KeyCeiling, err = fillResources(o.Resources, o.KeyCeiling, o.MaxSandboxesPerKey); err != nil {
+		return err
 	}
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = 24 * time.Hour

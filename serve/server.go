@@ -178,5 +178,5 @@ func (s *Server) release(rec *record) {
 		_ = rec.close.Close()
 	}
 	_ = rec.sb.Close()
-	s.st.release(rec.keyID)
+	s.st.release(rec.keyID, rec.resources)
 }

@@ -22,6 +22,7 @@ type record struct {
 	metadata   map[string]string
 	internet   bool
 	startedAt  time.Time
+	resources  sandbox.Resources // the sandbox's limits, held against its key's ceiling
 
 	sb    *sandbox.Sandbox
 	plane http.Handler // the envd data plane
@@ -49,29 +50,36 @@ type store struct {
 	mu      sync.Mutex
 	byID    map[string]*record
 	byToken map[[32]byte]*record // by SHA-256 of the token: no timing hint from map lookups
-	perKey  map[string]int
+	perKey  map[string]usage
 	closed  bool
 }
 
 func newStore() *store {
-	return &store{byID: map[string]*record{}, byToken: map[[32]byte]*record{}, perKey: map[string]int{}}
+	return &store{byID: map[string]*record{}, byToken: map[[32]byte]*record{}, perKey: map[string]usage{}}
 }
 
-// reserve takes one of key's slots; false when it has max already.
-func (st *store) reserve(keyID string, max int) bool {
+// reserve takes a slot and res for the key, or says which of its limits
+// (at most maxN sandboxes, their resources under ceil) it would pass.
+func (st *store) reserve(keyID string, res sandbox.Resources, maxN int, ceil sandbox.Resources) (over string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed || st.perKey[keyID] >= max {
-		return false
+	if st.closed {
+		return "the server is shutting down"
 	}
-	st.perKey[keyID]++
-	return true
+	u := st.perKey[keyID].plus(res, 1)
+	if over := u.over(maxN, ceil); over != "" {
+		return over
+	}
+	st.perKey[keyID] = u
+	return ""
 }
 
-func (st *store) release(keyID string) {
+func (st *store) release(keyID string, res sandbox.Resources) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.perKey[keyID]--; st.perKey[keyID] <= 0 {
+	if u := st.perKey[keyID].plus(res, -1); u.n > 0 {
+		st.perKey[keyID] = u
+	} else {
 		delete(st.perKey, keyID)
 	}
 }

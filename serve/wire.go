@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
@@ -32,32 +31,19 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 
 // writeRetry answers 429 with Retry-After, which SDKs >= 2.49 honour.
 func writeRetry(w http.ResponseWriter, after time.Duration, format string, args ...any) {
-	sec := max(int((after+time.Second-1)/time.Second), 1)
-	w.Header().Set("Retry-After", strconv.Itoa(sec))
+	w.Header().Set("Retry-After", sandbox.RetryAfterHeader(after))
 	writeError(w, http.StatusTooManyRequests, format, args...)
 }
 
-// statusOf maps an error class onto the control plane's status.
-func statusOf(err error) int {
-	switch sandbox.ClassOf(err) {
-	case sandbox.NotFound:
-		return http.StatusNotFound
-	case sandbox.AlreadyExists:
-		return http.StatusConflict
-	case sandbox.InvalidArgument:
-		return http.StatusBadRequest
-	case sandbox.Unauthenticated:
-		return http.StatusForbidden
-	case sandbox.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case sandbox.Unavailable:
-		return http.StatusServiceUnavailable
-	case sandbox.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case sandbox.NotSupported:
-		return http.StatusNotImplemented
+// writeClassed answers a failed call with the status of the error's class
+// from the one HTTP mapping of sandbox/types (a Permanent
+// ResourceExhausted is 507), and the provider's advised wait, if any, as
+// Retry-After; the e2b driver reads both back into the same class.
+func writeClassed(w http.ResponseWriter, err error, format string, args ...any) {
+	if d := sandbox.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", sandbox.RetryAfterHeader(d))
 	}
-	return http.StatusInternalServerError
+	writeError(w, sandbox.HTTPStatus(err), format, args...)
 }
 
 // readJSON decodes a bounded body (chunked or not) into v. An empty body

@@ -69,23 +69,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, accep
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		class := types.Unknown
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			class = types.NotFound
-		case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
-			class = types.InvalidArgument
-		case http.StatusUnauthorized:
-			class = types.Unauthenticated
-		case http.StatusTooManyRequests:
-			class = types.ResourceExhausted
-		case http.StatusBadGateway, http.StatusServiceUnavailable:
-			class = types.Unavailable
-		}
-		if class == types.Unknown {
-			return nil, fmt.Errorf("session server: %s %s: %d: %s", method, path, resp.StatusCode, msg)
-		}
-		return nil, types.Errorf(class, "session server: %s %s: %d: %s", method, path, resp.StatusCode, msg)
+		// The class comes from the one HTTP mapping of sandbox/types.
+		return nil, types.HTTPError(resp.StatusCode, resp.Header, fmt.Errorf("session server: %s %s: %d: %s", method, path, resp.StatusCode, msg))
 	}
 	return data, nil
 }

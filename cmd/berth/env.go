@@ -9,10 +9,11 @@ import (
 func (a *app) envCmd() *cobra.Command {
 	var backend, keyFile, format string
 	cmd := &cobra.Command{
-		Use:   "env --backend NAME [--key-file PATH] [--format sh|json]",
+		Use:   "env [--backend NAME] [--key-file PATH] [--format sh|json]",
 		Short: "Print the environment a worker needs for a provider (never a secret)",
 		Long: `Print the environment that a launcher hands its workers for the named
-provider: BERTH_BACKEND and HARBOR_ENV_TYPE, the path of the key file (never its
+provider (--backend, else $BERTH_BACKEND, else $HARBOR_ENV_TYPE, else local):
+BERTH_BACKEND and HARBOR_ENV_TYPE, the path of the key file (never its
 contents), the forwarded address and selector variables that are set here, and
 the runtime defaults that are not.
 
@@ -36,7 +37,7 @@ a credential), is refused with exit status 2.`,
 			if format != "sh" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: want sh or json", format))
 			}
-			le, err := a.reg.Launch(backend, a.env, keyFile)
+			le, err := a.reg.Launch(a.backendName(backend), a.env, keyFile)
 			if err != nil {
 				return usageError(err)
 			}
@@ -56,10 +57,8 @@ a credential), is refused with exit status 2.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&backend, "backend", "", "provider name or alias (see berth providers)")
+	a.backendFlag(cmd, &backend)
 	f.StringVar(&keyFile, "key-file", "", "explicit key file; its path is forwarded, never its contents")
 	f.StringVar(&format, "format", "sh", "output format: sh (export lines) or json (flat object)")
-	_ = cmd.MarkFlagRequired("backend")
-	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackend)
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,21 +11,18 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// backendFlag adds --backend with the default every sandbox verb shares:
-// $BERTH_BACKEND, else local.
+// backendHelp is how every verb's provider flag states the one default
+// rule (registry.Backend).
+const backendHelp = "provider name or alias (default $BERTH_BACKEND, else $HARBOR_ENV_TYPE, else local)"
+
+// backendFlag adds --backend with the default every verb shares.
 func (a *app) backendFlag(cmd *cobra.Command, backend *string) {
-	cmd.Flags().StringVar(backend, "backend", "", "provider name or alias (default $BERTH_BACKEND, else local)")
+	cmd.Flags().StringVar(backend, "backend", "", backendHelp)
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackend)
 }
 
-func (a *app) backendName(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if b := strings.TrimSpace(a.env.Get("BERTH_BACKEND")); b != "" {
-		return b
-	}
-	return "local"
-}
+// backendName is the provider a verb uses: registry.Backend, the one rule.
+func (a *app) backendName(flag string) string { return registry.Backend(flag, a.env) }
 
 // open resolves the provider's credential the way a worker does and opens
 // it for a one-shot command: no sandboxes started ahead, which the command

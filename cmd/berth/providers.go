@@ -99,7 +99,7 @@ func (a *app) providerRows() []providerRow {
 			Library:      e.Library,
 			MinVersion:   e.MinVersion,
 			Requires:     []providerRequirement{},
-			Capabilities: e.Capabilities,
+			Capabilities: e.Capabilities(),
 		}
 		if e.Target != nil {
 			row.Target = &providerTarget{
@@ -118,7 +118,7 @@ func (a *app) providerRows() []providerRow {
 
 func writeProviderTable(w io.Writer, rows []providerRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCREDENTIAL\tTARGET\tRESOURCES\tNETWORKS\tBUILD\tPAUSE\tSNAPSHOT\tGPUS")
+	fmt.Fprintln(tw, "NAME\tCREDENTIAL\tTARGET\tRESOURCES\tNETWORKS\tBUILD\tPAUSE\tSNAPSHOT\tGPUS\tTIMEOUT\tSIGNAL")
 	for _, r := range rows {
 		name := r.Name
 		if len(r.Aliases) > 0 {
@@ -137,9 +137,9 @@ func writeProviderTable(w io.Writer, rows []providerRow) error {
 		for i, n := range c.Networks {
 			nets[i] = string(n)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			name, cred, target, orDash(string(c.ResourceMode)), orDash(strings.Join(nets, ",")),
-			yesNo(c.BuildImage), yesNo(c.Pause), yesNo(c.Snapshot), yesNo(c.GPUs))
+			yesNo(c.BuildImage), yesNo(c.Pause), yesNo(c.Snapshot), yesNo(c.GPUs), yesNo(c.SetTimeout), yesNo(c.Signal))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -59,12 +59,7 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 			if (sf.engineURL == "") == (serverURL == "") {
 				return usageError(errors.New("give --engine URL (a session server runs in process) or --session-server URL, not both"))
 			}
-			if cfg.Job.Backend == "" {
-				cfg.Job.Backend = strings.ToLower(strings.TrimSpace(a.env.Get("HARBOR_ENV_TYPE")))
-			}
-			if cfg.Job.Backend == "" {
-				cfg.Job.Backend = "local"
-			}
+			cfg.Job.Backend = a.backendName(cfg.Job.Backend)
 			var err error
 			if cfg.Terminus, err = lf.options(a); err != nil {
 				return err
@@ -75,7 +70,7 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 	f := cmd.Flags()
 	f.StringVarP(&cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task)")
 	f.StringVarP(&cfg.Job.Agent, "agent", "a", "terminus", "agent: terminus")
-	f.StringVarP(&cfg.Job.Backend, "env", "e", "", "provider (default $HARBOR_ENV_TYPE, then local)")
+	f.StringVarP(&cfg.Job.Backend, "env", "e", "", backendHelp)
 	f.IntVarP(&cfg.Job.NConcurrent, "n-concurrent", "n", 4, "trials at once")
 	f.IntVarP(&cfg.Job.NAttempts, "samples-per-task", "k", 1, "samples (trials) per task")
 	f.IntVarP(&cfg.Job.MaxRetries, "max-retries", "r", 2, "retries of a trial that failed on infrastructure")

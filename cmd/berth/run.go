@@ -42,7 +42,7 @@ the sandbox's shell, talking to any OpenAI-compatible endpoint (--api-base,
 Its token counts and per-turn metrics land in result.json, its trajectory in
 agent/trajectory.json; --resume needs the same --api-base again.
 
-The backend defaults to $HARBOR_ENV_TYPE, then local. Creates respect the
+The backend is -e, else $BERTH_BACKEND, else $HARBOR_ENV_TYPE, else local. Creates respect the
 provider's limits from the registry (--max-creates-in-flight overrides).
 Infrastructure errors (unavailable, throttled) are retried up to
 --max-retries times with backoff; agent and verifier timeouts never are.
@@ -64,12 +64,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 			if resume == "" && cfg.TasksPath == "" {
 				return usageError(errors.New("give -p DIR (a tasks directory) or --resume JOB_DIR"))
 			}
-			if cfg.Backend == "" {
-				cfg.Backend = strings.ToLower(strings.TrimSpace(a.env.Get("HARBOR_ENV_TYPE")))
-			}
-			if cfg.Backend == "" {
-				cfg.Backend = "local"
-			}
+			cfg.Backend = a.backendName(cfg.Backend)
 			// Harbor's variable sizes every trial's disk unless the flag does.
 			if v := strings.TrimSpace(a.env.Get("HARBOR_OVERRIDE_STORAGE_MB")); v != "" && !cmd.Flags().Changed("override-storage-mb") {
 				mb, err := strconv.Atoi(v)
@@ -88,7 +83,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	f := cmd.Flags()
 	f.StringVarP(&cfg.TasksPath, "path", "p", "", "tasks directory (or one task)")
 	f.StringVarP(&cfg.Agent, "agent", "a", "oracle", "agent: oracle (the task's solution), nop, or terminus (a model through --api-base)")
-	f.StringVarP(&cfg.Backend, "env", "e", "", "provider (default $HARBOR_ENV_TYPE, then local)")
+	f.StringVarP(&cfg.Backend, "env", "e", "", backendHelp)
 	f.IntVarP(&cfg.NConcurrent, "n-concurrent", "n", 4, "trials at once")
 	f.IntVarP(&cfg.NAttempts, "n-attempts", "k", 1, "attempts per task")
 	f.IntVarP(&cfg.MaxRetries, "max-retries", "r", 0, "retries of a trial that failed on infrastructure")

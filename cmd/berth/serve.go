@@ -43,7 +43,12 @@ every command as /bin/bash -l -c, so templates need bash.
 
 Each sandbox lives for the timeout its client asked for (15 s for v1
 creates that name none, 300 s for v2), enforced by this server and passed to
-the provider as its TTL. Stopping the server deletes its sandboxes.`,
+the provider as its TTL. Stopping the server deletes its sandboxes.
+
+Every sandbox gets hard limits (--sandbox-cpus, --sandbox-memory-mb,
+--sandbox-pids, --sandbox-disk-mb where the provider enforces disk), which
+clients cannot change; the --key-* ceilings cap what one API key's
+sandboxes hold in all.`,
 		Example: `  berth serve --backend local --template python=python:3.12-slim
   export E2B_API_URL=http://127.0.0.1:3000 E2B_SANDBOX_URL=http://127.0.0.1:3000 E2B_DOMAIN=localhost
   export E2B_API_KEY=$(cat ~/.config/berth/serve_api_keys)`,
@@ -108,7 +113,16 @@ the provider as its TTL. Stopping the server deletes its sandboxes.`,
 	f.StringVar(&home, "home", "/root", "default working directory and base of relative paths (sandboxes served through the sandbox API)")
 	f.IntVar(&opts.MaxSandboxesPerKey, "max-sandboxes-per-key", 20, "live sandboxes one API key may hold; more is answered 429")
 	f.DurationVar(&opts.MaxTimeout, "max-timeout", 24*time.Hour, "longest sandbox timeout a client may ask for")
-	f.Int64Var(&opts.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest file upload")
+	f.Int64Var(&opts.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest file upload, counted in the bytes written (a gzip body decompressed)")
+	d := serve.DefaultResources
+	f.Float64Var(&opts.Resources.CPUs, "sandbox-cpus", d.CPUs, "cpu limit of every sandbox (cores)")
+	f.IntVar(&opts.Resources.MemoryMB, "sandbox-memory-mb", d.MemoryMB, "memory limit of every sandbox")
+	f.IntVar(&opts.Resources.StorageMB, "sandbox-disk-mb", d.StorageMB, "disk limit of every sandbox, where the provider enforces one")
+	f.Int64Var(&opts.Resources.PIDs, "sandbox-pids", d.PIDs, "process limit of every sandbox")
+	f.Float64Var(&opts.KeyCeiling.CPUs, "key-cpus", 0, "cpus one API key's sandboxes may hold in all; more is answered 429 (0: max-sandboxes-per-key times --sandbox-cpus)")
+	f.IntVar(&opts.KeyCeiling.MemoryMB, "key-memory-mb", 0, "memory one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
+	f.IntVar(&opts.KeyCeiling.StorageMB, "key-disk-mb", 0, "disk one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
+	f.Int64Var(&opts.KeyCeiling.PIDs, "key-pids", 0, "processes one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
 	f.BoolVar(&opts.DenyInternet, "deny-internet", false, "create every sandbox without network, whatever clients ask")
 	f.BoolVar(&opts.KeepOnClose, "keep-sandboxes", false, "leave sandboxes running when the server stops (their TTL still ends them)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -100,35 +97,4 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// startTestEngine serves the scripted test engine on loopback.
-func startTestEngine(c *tito.Codec, script testengine.Script) (string, func(), error) {
-	eos := "<|im_end|>"
-	if v, ok := c.Tpl.SpecialToken("eos_token"); ok {
-		eos = v
-	}
-	te, err := testengine.New(c.Tok, script, testengine.Options{EOS: eos})
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	hs := &http.Server{Handler: te, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
 }

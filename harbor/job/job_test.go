@@ -148,7 +148,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 
 	// A quota that stays used up is not retried forever: the trial fails
 	// with the provider's words.
-	faults.Set(fakeprovider.Faults{FailCreate: throttle.Permanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))})
+	faults.Set(fakeprovider.Faults{FailCreate: sandbox.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))})
 	jobs := t.TempDir()
 	res, _, err = job.Run(context.Background(), job.Config{
 		JobName: "quota", JobsDir: jobs, TasksPath: tasks, Backend: "fake", MaxRetries: 3, Limits: fastLimits(),

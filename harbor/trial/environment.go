@@ -88,15 +88,34 @@ func (r *run) checkTTL() error {
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func (r *run) spec() sandbox.Spec {
-	t := r.o.Task
+	spec := TaskSpec(r.o.Task, r.o.Overrides)
+	spec.TTL = cmp.Or(r.o.TTL, r.ttl())
+	spec.Labels = map[string]string{
+		LabelTrial:    r.o.TrialName,
+		LabelTask:     LabelValue(r.o.Task.Name),
+		LabelLauncher: "berth-run",
+	}
+	if r.o.JobID != "" {
+		spec.Labels[LabelJob] = r.o.JobID
+	}
+	return spec
+}
+
+// LabelValue makes a task name usable as a label value.
+func LabelValue(s string) string { return labelUnsafe.ReplaceAllString(s, "_") }
+
+// TaskSpec is the sandbox t asks for: its image (or its environment/ build
+// context), its resources with o's overrides, its environment, working
+// directory and network. Runners add labels and a TTL.
+func TaskSpec(t *task.Task, o Overrides) sandbox.Spec {
 	res := sandbox.Resources{CPUs: t.CPUs, MemoryMB: t.MemoryMB, StorageMB: t.StorageMB, GPUs: t.GPUs}
-	if o := r.o.Overrides; o.CPUs > 0 {
+	if o.CPUs > 0 {
 		res.CPUs = o.CPUs
 	}
-	if o := r.o.Overrides; o.MemoryMB > 0 {
+	if o.MemoryMB > 0 {
 		res.MemoryMB = o.MemoryMB
 	}
-	if o := r.o.Overrides; o.StorageMB > 0 {
+	if o.StorageMB > 0 {
 		res.StorageMB = o.StorageMB
 	}
 	spec := sandbox.Spec{
@@ -104,15 +123,6 @@ func (r *run) spec() sandbox.Spec {
 		Resources: res,
 		Env:       t.Config.Environment.Env,
 		WorkDir:   t.Workdir,
-		TTL:       cmp.Or(r.o.TTL, r.ttl()),
-		Labels: map[string]string{
-			LabelTrial:    r.o.TrialName,
-			LabelTask:     labelUnsafe.ReplaceAllString(t.Name, "_"),
-			LabelLauncher: "berth-run",
-		},
-	}
-	if r.o.JobID != "" {
-		spec.Labels[LabelJob] = r.o.JobID
 	}
 	if t.Image == "" {
 		spec.Build = &sandbox.Build{ContextDir: t.EnvironmentDir, Dockerfile: "Dockerfile"}
@@ -132,7 +142,7 @@ func (r *run) startEnvironment(ctx context.Context) error {
 	if err := r.checkTTL(); err != nil {
 		return err
 	}
-	return r.timed(ctx, r.buildTimeout(), EnvironmentStartTimeout, EnvironmentError, func(ctx context.Context) error {
+	return timed(ctx, r.buildTimeout(), EnvironmentStartTimeout, EnvironmentError, func(ctx context.Context) error {
 		spec := r.spec()
 		img := &Timing{StartedAt: time.Now().UTC()}
 		if err := r.o.Provider.PrepareImage(ctx, spec); err != nil {
@@ -147,21 +157,26 @@ func (r *run) startEnvironment(ctx context.Context) error {
 		r.sb = sb
 		r.res.SandboxID = sb.ID()
 		r.logf("sandbox %s created on %s (image %q, ttl %v)", sb.ID(), r.o.Provider.Name(), spec.Image, spec.TTL)
-		for _, d := range []string{agent.AgentLogs, agent.VerifierLogs, agent.ArtifactLogs} {
-			if err := sb.MakeDir(ctx, d); err != nil && !errors.Is(err, sandbox.ErrAlreadyExists) {
-				return err
-			}
-		}
-		// A prebuilt image gets the environment/ files in its working
-		// directory, as Harbor does.
-		t := r.o.Task
-		if t.Image != "" && t.EnvironmentDir != "" && t.Workdir != "" && hasFiles(t.EnvironmentDir) {
-			if err := sb.UploadDir(ctx, t.EnvironmentDir, t.Workdir); err != nil {
-				return err
-			}
-		}
-		return r.healthcheck(ctx)
+		return Prepare(ctx, sb, r.o.Task)
 	})
+}
+
+// Prepare readies a new sandbox for t as a trial's environment phase does:
+// the log directories, environment/ copied into the working directory of a
+// prebuilt image (as Harbor does), and the task's healthcheck until it
+// passes.
+func Prepare(ctx context.Context, sb *sandbox.Sandbox, t *task.Task) error {
+	for _, d := range []string{agent.AgentLogs, agent.VerifierLogs, agent.ArtifactLogs} {
+		if err := sb.MakeDir(ctx, d); err != nil && !errors.Is(err, sandbox.ErrAlreadyExists) {
+			return err
+		}
+	}
+	if t.Image != "" && t.EnvironmentDir != "" && t.Workdir != "" && hasFiles(t.EnvironmentDir) {
+		if err := sb.UploadDir(ctx, t.EnvironmentDir, t.Workdir); err != nil {
+			return err
+		}
+	}
+	return healthcheck(ctx, sb, t)
 }
 
 func hasFiles(dir string) bool {
@@ -170,8 +185,8 @@ func hasFiles(dir string) bool {
 }
 
 // healthcheck runs the task's declared healthcheck until it passes.
-func (r *run) healthcheck(ctx context.Context) error {
-	hc := r.o.Task.Config.Environment.Healthcheck
+func healthcheck(ctx context.Context, sb *sandbox.Sandbox, t *task.Task) error {
+	hc := t.Config.Environment.Healthcheck
 	if hc == nil || hc.Command == "" {
 		return nil
 	}
@@ -192,7 +207,7 @@ func (r *run) healthcheck(ctx context.Context) error {
 	}
 	var last error
 	for i := 0; i <= retries; i++ {
-		res, err := r.sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", hc.Command}, Dir: r.o.Task.Workdir, Timeout: timeout})
+		res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", hc.Command}, Dir: t.Workdir, Timeout: timeout})
 		if err == nil && res.ExitCode == 0 {
 			return nil
 		}

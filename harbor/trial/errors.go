@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox"
 )
 
 // Kind is a typed trial failure. Its String is Harbor's exception name,
@@ -40,11 +40,13 @@ const (
 // Retryable reports whether a job may run the trial again after this
 // failure. Timeouts and reward problems are the task's or agent's answer,
 // never retried; infrastructure errors are retried when their class is
-// transient (Unavailable, ResourceExhausted).
+// transient (Unavailable, ResourceExhausted) and not Permanent. Only the
+// class decides (sandbox.Retryable): an agent whose own output says "rate
+// limit exceeded" has failed, not the infrastructure.
 func (e *Error) Retryable() bool {
 	switch e.Kind {
 	case EnvironmentError, AgentError, VerifierError, ModelError:
-		return throttle.Retryable(e.Err)
+		return sandbox.Retryable(e.Err)
 	}
 	return false
 }

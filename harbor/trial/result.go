@@ -104,17 +104,23 @@ func (t *Timing) Duration() time.Duration {
 	return t.FinishedAt.Sub(t.StartedAt)
 }
 
-// Reward is the trial's main reward: "reward" when present, else the only
-// value, else 0 (Harbor counts a missing reward as 0).
+// Reward is the trial's main reward (see MainReward); 0 without a verdict,
+// as Harbor counts a missing reward.
 func (r *Result) Reward() float64 {
 	if r.VerifierResult == nil {
 		return 0
 	}
-	if v, ok := r.VerifierResult.Rewards["reward"]; ok {
+	return MainReward(r.VerifierResult.Rewards)
+}
+
+// MainReward picks the main reward of a verifier's rewards: "reward" when
+// present, else the only value, else 0.
+func MainReward(rewards map[string]float64) float64 {
+	if v, ok := rewards["reward"]; ok {
 		return v
 	}
-	if len(r.VerifierResult.Rewards) == 1 {
-		for _, v := range r.VerifierResult.Rewards {
+	if len(rewards) == 1 {
+		for _, v := range rewards {
 			return v
 		}
 	}

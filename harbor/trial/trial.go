@@ -216,7 +216,7 @@ func (r *run) phases(ctx context.Context) {
 	}
 	env := agent.Env{Sandbox: r.sb, Task: r.o.Task}
 	err := r.phase(PhaseAgentSetup, &r.res.AgentSetup, func() error {
-		return r.timed(ctx, r.agentSetupTimeout(), AgentSetupTimeout, AgentError, func(ctx context.Context) error {
+		return timed(ctx, r.agentSetupTimeout(), AgentSetupTimeout, AgentError, func(ctx context.Context) error {
 			return r.o.Agent.Setup(ctx, env)
 		})
 	})
@@ -225,7 +225,7 @@ func (r *run) phases(ctx context.Context) {
 		return
 	}
 	err = r.phase(PhaseAgent, &r.res.AgentExecution, func() error {
-		return r.timed(ctx, r.agentTimeout(), AgentTimeout, AgentError, func(ctx context.Context) error {
+		return timed(ctx, r.agentTimeout(), AgentTimeout, AgentError, func(ctx context.Context) error {
 			return r.o.Agent.Run(ctx, env)
 		})
 	})
@@ -249,7 +249,7 @@ func (r *run) phases(ctx context.Context) {
 
 // timed runs fn under a timeout and types its failure: a passed deadline is
 // timeoutKind, a cancelled parent is Cancelled, anything else otherKind.
-func (r *run) timed(ctx context.Context, limit time.Duration, timeoutKind, otherKind Kind, fn func(context.Context) error) error {
+func timed(ctx context.Context, limit time.Duration, timeoutKind, otherKind Kind, fn func(context.Context) error) error {
 	pctx := ctx
 	if limit > 0 {
 		var cancel context.CancelFunc

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/harbor/agent"
+	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -16,30 +17,8 @@ import (
 const maxRewardFile = 1 << 20
 
 func (r *run) verify(ctx context.Context) error {
-	t := r.o.Task
-	err := r.timed(ctx, r.verifierTimeout(), VerifierTimeout, VerifierError, func(ctx context.Context) error {
-		if err := r.sb.UploadDir(ctx, dirOf(t.TestScript), agent.TestsDir); err != nil {
-			return err
-		}
-		err := agent.RunScript(ctx, agent.Env{Sandbox: r.sb, Task: t}, agent.TestsDir+"/test.sh",
-			agent.VerifierLogs+"/test-stdout.txt", t.Config.Verifier.Env)
-		var exit *agent.ExitError
-		if errors.As(err, &exit) {
-			// test.sh's exit code is ignored: only the reward file counts.
-			r.logf("verifier: test.sh exited %d", exit.Code)
-			return nil
-		}
-		return err
-	})
+	rewards, err := Verify(ctx, r.sb, r.o.Task, r.verifierTimeout(), r.logf)
 	r.download(ctx, agent.VerifierLogs, "verifier")
-	if err != nil {
-		return err
-	}
-	// The verifier has finished: its reward is read even if the job is
-	// being cancelled right now, so the trial's result is complete.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	rewards, err := r.readReward(rctx)
 	if err != nil {
 		return err
 	}
@@ -47,16 +26,52 @@ func (r *run) verify(ctx context.Context) error {
 	return nil
 }
 
+// Verify runs t's verifier in sb as a trial's verifier phase does: tests/
+// uploaded to /tests, test.sh run in the task's working directory with its
+// output in /logs/verifier/test-stdout.txt, then the rewards read from
+// reward.json, else reward.txt (test.sh's exit code does not count). limit
+// bounds the run (0: none); a passed limit is VerifierTimeout, and a
+// missing, empty or malformed reward file is typed as Harbor types it.
+// logf, when set, hears test.sh's exit code. Other connectors (the OpenEnv
+// tbench2 environment) score with it so that a reward means the same thing
+// everywhere.
+func Verify(ctx context.Context, sb *sandbox.Sandbox, t *task.Task, limit time.Duration, logf func(string, ...any)) (map[string]float64, error) {
+	err := timed(ctx, limit, VerifierTimeout, VerifierError, func(ctx context.Context) error {
+		if err := sb.UploadDir(ctx, dirOf(t.TestScript), agent.TestsDir); err != nil {
+			return err
+		}
+		err := agent.RunScript(ctx, agent.Env{Sandbox: sb, Task: t}, agent.TestsDir+"/test.sh",
+			agent.VerifierLogs+"/test-stdout.txt", t.Config.Verifier.Env)
+		var exit *agent.ExitError
+		if errors.As(err, &exit) {
+			// test.sh's exit code is ignored: only the reward file counts.
+			if logf != nil {
+				logf("verifier: test.sh exited %d", exit.Code)
+			}
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The verifier has finished: its reward is read even if the caller is
+	// being cancelled right now, so the result is complete.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return readReward(rctx, sb)
+}
+
 // readReward reads reward.json (a flat map of numbers) and else reward.txt
 // (one number, stored as {"reward": x}).
-func (r *run) readReward(ctx context.Context) (map[string]float64, error) {
+func readReward(ctx context.Context, sb *sandbox.Sandbox) (map[string]float64, error) {
 	jsonPath, txtPath := agent.VerifierLogs+"/reward.json", agent.VerifierLogs+"/reward.txt"
-	if b, err := r.readSmall(ctx, jsonPath); err == nil {
+	if b, err := readSmall(ctx, sb, jsonPath); err == nil {
 		return parseRewardJSON(b)
 	} else if !errors.Is(err, sandbox.ErrNotFound) {
 		return nil, &Error{Kind: VerifierError, Err: err}
 	}
-	b, err := r.readSmall(ctx, txtPath)
+	b, err := readSmall(ctx, sb, txtPath)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, fail(RewardFileNotFound, "neither %s nor %s exists", jsonPath, txtPath)
 	}
@@ -66,15 +81,15 @@ func (r *run) readReward(ctx context.Context) (map[string]float64, error) {
 	return parseRewardText(b)
 }
 
-func (r *run) readSmall(ctx context.Context, p string) ([]byte, error) {
-	fi, err := r.sb.Stat(ctx, p)
+func readSmall(ctx context.Context, sb *sandbox.Sandbox, p string) ([]byte, error) {
+	fi, err := sb.Stat(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if fi.Size > maxRewardFile {
 		return nil, fail(VerifierOutputParse, "%s is %d bytes; a reward file is at most %d", p, fi.Size, maxRewardFile)
 	}
-	return r.sb.ReadFile(ctx, p)
+	return sb.ReadFile(ctx, p)
 }
 
 func parseRewardJSON(b []byte) (map[string]float64, error) {

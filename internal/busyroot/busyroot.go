@@ -27,6 +27,10 @@ type Root struct {
 	Dirs []string
 	// Files maps a slash path under the root to its content (mode 0644).
 	Files map[string]string
+	// DeviceFiles lays empty regular files in place of the /dev nodes,
+	// for a caller without root that bind-mounts the host's devices over
+	// them in a user namespace (fakeprovider's chroot without root).
+	DeviceFiles bool
 }
 
 // Devices are the character devices (major 1) made in /dev, mode 0666:
@@ -80,6 +84,12 @@ func (r Root) Lay(dir string) error {
 	}
 	for _, d := range Devices {
 		p := filepath.Join(dir, "dev", d.Name)
+		if r.DeviceFiles {
+			if err := os.WriteFile(p, nil, 0o666); err != nil {
+				return types.Classify(types.Unavailable, err)
+			}
+			continue
+		}
 		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, d.Minor))); err != nil && !os.IsExist(err) {
 			return types.Errorf(types.Unavailable, "mknod /dev/%s (needs root): %w", d.Name, err)
 		}

@@ -81,7 +81,7 @@ func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, er
 		rel, _ := filepath.Rel(chroot, cwd)
 		cwd = "/" + filepath.ToSlash(rel)
 	}
-	return p, p.start(s.dir, prog, cwd, chroot, env, c, s.p.opts.Faults.Get().DropStream)
+	return p, p.start(s.dir, prog, cwd, chroot, s.p.opts.Busybox, env, c, s.p.opts.Faults.Get().DropStream)
 }
 
 func firstSet(vals ...string) string {
@@ -160,12 +160,15 @@ func executable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-func (p *process) start(dir, prog, cwd, chroot string, env map[string]string, c types.Command, drop bool) error {
+func (p *process) start(dir, prog, cwd, chroot, busybox string, env map[string]string, c types.Command, drop bool) error {
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        c.Args,
 		Dir:         cwd,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Chroot: chroot},
+	}
+	if chroot != "" && !privileged() {
+		usernsCommand(cmd, busybox, chroot, cwd, prog, c.Args)
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])

@@ -30,11 +30,18 @@ type Options struct {
 	// driver.TreeDownloader, so that both paths of sandbox.Upload and
 	// Download can be tested.
 	NativeTrees bool
+	// Minimal makes handles implement the required driver interfaces and
+	// nothing more (no SetTimeout, no Signal, no trees), so that callers'
+	// NotSupported paths and capability gates can be tested. It wins over
+	// NativeTrees.
+	Minimal bool
 	// Busybox, when set to a static busybox binary, gives every sandbox a
 	// minimal root (busybox and its applets in /bin, /tmp, /dev/null) and
 	// runs commands chrooted into it, so absolute paths in scripts
 	// (/logs/verifier/reward.txt) land in the sandbox and not on the host.
-	// Needs root.
+	// As root the chroot is direct; without root each command gets a user
+	// namespace of its own (userns.go; ChrootMissing says whether that
+	// works here).
 	Busybox string
 }
 
@@ -62,12 +69,24 @@ func New(opts Options) (driver.Provider, error) {
 	return &provider{opts: opts, state: state}, nil
 }
 
-func (p *provider) Capabilities() types.Capabilities {
-	return types.Capabilities{
+func (p *provider) Capabilities() types.Capabilities { return CapabilitiesOf(p.opts) }
+
+// CapabilitiesOf is what a fake provider opened with opts can do, derived
+// from the handle types the options select (for a registry entry, which
+// reports it without opening the provider).
+func CapabilitiesOf(opts Options) types.Capabilities {
+	c := types.Capabilities{
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone},
-		MaxTTL:       p.opts.MaxTTL,
+		MaxTTL:       opts.MaxTTL,
 	}
+	switch {
+	case opts.Minimal:
+		return driver.Derive[*provider, minimalSandbox, minimalProcess](c)
+	case opts.NativeTrees:
+		return driver.Derive[*provider, *treeSandbox, *process](c)
+	}
+	return driver.Derive[*provider, *sandbox, *process](c)
 }
 
 func (p *provider) Close() error { return nil }
@@ -108,7 +127,10 @@ func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, e
 
 func (p *provider) handle(id string) driver.Sandbox {
 	s := &sandbox{p: p, id: id, dir: filepath.Join(p.state, id)}
-	if p.opts.NativeTrees {
+	switch {
+	case p.opts.Minimal:
+		return minimalSandbox{s}
+	case p.opts.NativeTrees:
 		return &treeSandbox{s}
 	}
 	return s

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/hosttar"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // treeSandbox is a sandbox that moves trees in one call (Options.NativeTrees).
@@ -79,3 +80,19 @@ func (d *download) Close() error {
 	<-d.done
 	return err
 }
+
+// minimalSandbox hides every optional method of a sandbox (Options.Minimal):
+// only driver.Sandbox's are promoted through the embedded interface.
+type minimalSandbox struct{ driver.Sandbox }
+
+// Exec hides the process's optional methods too.
+func (s minimalSandbox) Exec(ctx context.Context, c types.Command) (driver.Process, error) {
+	p, err := s.Sandbox.Exec(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return minimalProcess{p}, nil
+}
+
+// minimalProcess is a process without Signal.
+type minimalProcess struct{ driver.Process }

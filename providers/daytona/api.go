@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
+	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -91,7 +93,7 @@ func (p *Provider) sandboxURL(id string, rest ...string) string {
 
 func (p *Provider) get(ctx context.Context, id string) (*sandboxDTO, error) {
 	var sb sandboxDTO
-	if err := p.c.do(ctx, call{method: http.MethodGet, url: p.sandboxURL(id)}, &sb); err != nil {
+	if err := p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: p.sandboxURL(id)}, &sb); err != nil {
 		return nil, err
 	}
 	return &sb, nil
@@ -111,7 +113,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]sandbo
 	var all []sandboxDTO
 	for page := 0; page < maxListPages; page++ {
 		var raw json.RawMessage
-		if err := p.c.do(ctx, call{method: http.MethodGet, url: p.c.api("/sandbox"), query: q}, &raw); err != nil {
+		if err := p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: p.c.api("/sandbox"), Query: q}, &raw); err != nil {
 			return nil, err
 		}
 		if len(raw) > 0 && raw[0] == '[' {
@@ -172,7 +174,7 @@ func (p *Provider) deleteByID(ctx context.Context, id string) error {
 		return types.Errorf(types.NotFound, "daytona: sandbox %s is %s", id, sb.State)
 	}
 	for attempt := 0; ; attempt++ {
-		err := p.c.do(ctx, call{method: http.MethodDelete, url: p.sandboxURL(id)}, nil)
+		err := p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: p.sandboxURL(id)}, nil)
 		if err == nil || errors.Is(err, types.ErrNotFound) || attempt >= 3 || !refusedForState(err) {
 			return err
 		}
@@ -185,7 +187,7 @@ func (p *Provider) deleteByID(ctx context.Context, id string) error {
 			return nil // someone else's delete won the race
 		case sb.State == stateStarted:
 			p.opts.Logger.Debug("daytona delete refused; stopping first", "id", id)
-			if serr := p.c.do(ctx, call{method: http.MethodPost, url: p.sandboxURL(id, "stop")}, nil); serr != nil && !refusedForState(serr) {
+			if serr := p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: p.sandboxURL(id, "stop")}, nil); serr != nil && !refusedForState(serr) {
 				return errors.Join(err, serr)
 			}
 		}
@@ -204,15 +206,13 @@ func settled(s string) bool {
 	return false
 }
 
-// refusedForState reports an answer like "Sandbox X is not in a valid state
-// to be destroyed. State: starting" (400) or a 409.
+// refusedForState reports a 400 or 409 answer: what the API answers a
+// call the sandbox's current state does not allow ("Sandbox X is not in a
+// valid state to be destroyed. State: starting"). The status decides, not
+// the text; callers then read the state itself and act on that.
 func refusedForState(err error) bool {
-	var ae *APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	return ae.Status == http.StatusConflict ||
-		(ae.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(ae.Message), "state"))
+	st := rest.StatusOf(err)
+	return st == http.StatusConflict || st == http.StatusBadRequest
 }
 
 // buildLogTail returns the last lines of a sandbox's image build log, for
@@ -220,7 +220,7 @@ func refusedForState(err error) bool {
 func (p *Provider) buildLogTail(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := p.c.send(ctx, call{method: http.MethodGet, url: p.sandboxURL(id, "build-logs")})
+	resp, err := p.c.send(ctx, rest.Call{Method: http.MethodGet, URL: p.sandboxURL(id, "build-logs")})
 	if err != nil {
 		p.opts.Logger.Debug("daytona build log unavailable", "id", id, "error", err)
 		return ""
@@ -243,7 +243,7 @@ func (p *Provider) buildLogTail(ctx context.Context, id string) string {
 			break
 		}
 	}
-	return redact(p.c.key, tailLines(string(buf), buildLogLines, buildLogBytes))
+	return p.c.redact(tailLines(string(buf), buildLogLines, buildLogBytes))
 }
 
 // How much of a build log an error carries.
@@ -296,3 +296,6 @@ func parseTime(s string) time.Time {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// sleep waits d or until ctx ends.
+var sleep = throttle.Sleep

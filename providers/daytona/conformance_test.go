@@ -3,7 +3,6 @@ package daytona_test
 import (
 	"context"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,12 +75,6 @@ func needCommands(t *testing.T) {
 	}
 }
 
-// suiteSkips are the features the driver lacks, with the reasons.
-var suiteSkips = map[sandboxtest.Feature]string{
-	sandboxtest.FeatureExpiry: "Daytona's auto-stop counts whole minutes of inactivity, so the suite's 2 s deadline cannot be set; TestAutoStopExpires checks expiry on a shortened clock",
-	sandboxtest.FeatureLinks:  "the driver has no TreeUploader and the toolbox no symlink call; uploads go file by file",
-}
-
 // TestConformance runs the shared suite against the driver and the
 // in-process server.
 func TestConformance(t *testing.T) {
@@ -92,7 +85,6 @@ func TestConformance(t *testing.T) {
 			return sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 		},
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "busybox:1.36"} },
-		Skip: suiteSkips,
 	})
 }
 
@@ -157,7 +149,6 @@ func TestLive(t *testing.T) {
 		// One driver value for all cases, so that the disk cap sees them all.
 		Open: func(t *testing.T) *sandbox.Provider { return sandbox.NewProvider("daytona", noClose{d}) },
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: image, TTL: 30 * time.Minute} },
-		Skip: suiteSkips,
 	})
 }
 
@@ -165,13 +156,3 @@ func TestLive(t *testing.T) {
 type noClose struct{ *daytona.Provider }
 
 func (noClose) Close() error { return nil }
-
-// TestEntryStatesTheDriversCapabilities: the registry entry (read without
-// opening the driver) and the driver report the same capabilities.
-func TestEntryStatesTheDriversCapabilities(t *testing.T) {
-	for _, e := range builtin.Entries() {
-		if e.Name == "daytona" && !reflect.DeepEqual(e.Capabilities, daytona.Capabilities()) {
-			t.Errorf("entry %+v, driver %+v", e.Capabilities, daytona.Capabilities())
-		}
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -39,7 +40,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		}
 	}
 	var sb sandboxDTO
-	err = p.c.do(ctx, call{method: http.MethodPost, url: p.c.api("/sandbox"), json: req, create: true}, &sb)
+	err = p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: p.c.api("/sandbox"), JSON: req, NoRetry: true}, &sb)
 	if err != nil {
 		if ambiguous(err) {
 			// The API may have made it before the answer was lost: find it
@@ -190,7 +191,7 @@ func (p *Provider) waitStarted(ctx context.Context, id string, fromStopped bool)
 func (p *Provider) failure(ctx context.Context, c types.Class, sb *sandboxDTO, what string) error {
 	msg := fmt.Sprintf("daytona: sandbox %s: %s (state %s)", sb.ID, what, sb.State)
 	if sb.ErrorReason != "" {
-		msg += ": " + redact(p.c.key, sb.ErrorReason)
+		msg += ": " + p.c.redact(sb.ErrorReason)
 	}
 	if tail := p.buildLogTail(ctx, sb.ID); tail != "" {
 		msg += "\nbuild log (last lines):\n" + tail
@@ -201,11 +202,8 @@ func (p *Provider) failure(ctx context.Context, c types.Class, sb *sandboxDTO, w
 // ambiguous reports whether a failed create may have made a sandbox anyway:
 // the request may have reached the API when there is no 4xx answer.
 func ambiguous(err error) bool {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status >= 500
-	}
-	return true
+	st := rest.StatusOf(err)
+	return st == 0 || st >= 500
 }
 
 // deleteLost deletes the sandbox a lost create answer may have made.

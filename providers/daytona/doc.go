@@ -31,18 +31,25 @@
 // Signal runs `kill` on the PID the wrapper recorded, through the toolbox's
 // one-off execute call; a command's Timeout deletes its session, which kills
 // everything it started. The toolbox reports no PIDs, so Process.PID is 0.
-// Stat follows a final symlink (the toolbox's file info does), and there is
+// Stat does not follow a final symlink: the toolbox's file info does, so a
+// one-off command tells a link apart first (two calls per Stat). There is
 // no symlink upload. Commands run as the sandbox's user; another
 // Command.User is NotSupported.
 //
-// Errors map onto the sandbox classes: 401/403 Unauthenticated, 404
-// NotFound, 409 AlreadyExists, 400 InvalidArgument, 5xx Unavailable, and 429
-// ResourceExhausted carrying the advised wait from Retry-After or
-// Retry-After-<throttler> (see RetryAfter). Account quota texts ("Total disk
-// limit exceeded ...") are ResourceExhausted marked throttle.Permanent, so no
-// one waits for a quota that waiting does not free. Calls other than the
-// create itself retry a 429 after the advised wait a bounded number of times.
+// Errors map onto the sandbox classes by status alone, through the one
+// HTTP mapping of package sandbox/types: 401/403 Unauthenticated, 404
+// NotFound, 409 AlreadyExists, 400 InvalidArgument, 504 DeadlineExceeded,
+// 502/503 Unavailable, and 429 ResourceExhausted carrying the advised wait
+// from Retry-After or Retry-After-<throttler> (types.Error.RetryAfter).
+// Account quota refusals ("Total disk limit exceeded ...") are answered
+// 400, so they are InvalidArgument and never retried; the driver does not
+// read the text. The driver's own disk cap (DiskQuotaGB) refuses a sandbox
+// larger than the whole quota as a Permanent ResourceExhausted. Calls
+// other than the create itself retry a 429 after the advised wait a
+// bounded number of times (package providers/internal/rest).
 //
-// The API key is only ever placed in the Authorization header; server texts
-// that echo it are redacted before they become errors.
+// The API key is only ever placed in the Authorization header, by the
+// shared REST client's transport, of requests to the API's origin and the
+// toolbox proxy's; a redirect elsewhere is refused. Server texts that echo
+// the key are redacted before they become errors.
 package daytona

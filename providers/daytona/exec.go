@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -69,14 +70,14 @@ func (s *Sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, 
 	pr := &process{s: s, base: base, sid: "berth-" + xid, xid: xid, stdout: cmd.Stdout, stderr: cmd.Stderr,
 		timeout: cmd.Timeout, done: make(chan struct{})}
 	c := s.p.c
-	if err := c.do(ctx, call{method: http.MethodPost, url: base + "/process/session", json: map[string]string{"sessionId": pr.sid}}, nil); err != nil {
+	if err := c.do(ctx, rest.Call{Method: http.MethodPost, URL: base + "/process/session", JSON: map[string]string{"sessionId": pr.sid}}, nil); err != nil {
 		return nil, err
 	}
 	var started struct {
 		CmdID string `json:"cmdId"`
 	}
 	req := map[string]any{"command": script, "runAsync": true, "async": true, "suppressInputEcho": true}
-	if err := c.do(ctx, call{method: http.MethodPost, url: pr.sessionURL("exec"), json: req}, &started); err != nil || started.CmdID == "" {
+	if err := c.do(ctx, rest.Call{Method: http.MethodPost, URL: pr.sessionURL("exec"), JSON: req}, &started); err != nil || started.CmdID == "" {
 		pr.deleteSession()
 		if err == nil {
 			err = types.Errorf(types.Unavailable, "daytona: the toolbox started the command without naming it")
@@ -147,8 +148,8 @@ func (pr *process) Signal(ctx context.Context, sig types.Signal) error {
 		ExitCode int    `json:"exitCode"`
 		Result   string `json:"result"`
 	}
-	if err := pr.s.p.c.do(ctx, call{method: http.MethodPost, url: pr.base + "/process/execute",
-		json: map[string]any{"command": script, "timeout": 30}}, &out); err != nil {
+	if err := pr.s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: pr.base + "/process/execute",
+		JSON: map[string]any{"command": script, "timeout": 30}}, &out); err != nil {
 		return err
 	}
 	switch out.ExitCode {
@@ -275,12 +276,13 @@ func (pr *process) follow(d *demux) (int, error) {
 // channel. Nil channels mean there is no stream.
 func (pr *process) stream(ctx context.Context) (<-chan []byte, <-chan error) {
 	u := pr.commandURL("logs") + "?follow=true"
+	// The REST client's transport adds the key, for the toolbox's origin
+	// only.
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+pr.s.p.c.key.Reveal())
 	h.Set(splitHeader, "true")
-	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: pr.s.p.c.hc, HTTPHeader: h})
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: pr.s.p.c.rc.HTTPClient(), HTTPHeader: h})
 	if err != nil {
-		pr.s.p.opts.Logger.Debug("daytona log stream unavailable; polling", "session", pr.sid, "error", redact(pr.s.p.c.key, err.Error()))
+		pr.s.p.opts.Logger.Debug("daytona log stream unavailable; polling", "session", pr.sid, "error", pr.s.p.c.redact(err.Error()))
 		return nil, nil
 	}
 	conn.SetReadLimit(64 << 20)
@@ -319,7 +321,7 @@ func (pr *process) exitCode(ctx context.Context) (*int, error) {
 	var c struct {
 		ExitCode *int `json:"exitCode"`
 	}
-	if err := pr.s.p.c.do(ctx, call{method: http.MethodGet, url: pr.commandURL("")}, &c); err != nil {
+	if err := pr.s.p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: pr.commandURL("")}, &c); err != nil {
 		return nil, err
 	}
 	return c.ExitCode, nil
@@ -327,7 +329,7 @@ func (pr *process) exitCode(ctx context.Context) (*int, error) {
 
 // readLog reads the whole log and feeds what d has not seen.
 func (pr *process) readLog(d *demux) error {
-	resp, err := pr.s.p.c.send(pr.ctx, call{method: http.MethodGet, url: pr.commandURL("logs"), header: http.Header{splitHeader: {"true"}}})
+	resp, err := pr.s.p.c.send(pr.ctx, rest.Call{Method: http.MethodGet, URL: pr.commandURL("logs"), Header: http.Header{splitHeader: {"true"}}})
 	if err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (pr *process) feedStdin(r io.Reader) {
 			return false
 		default:
 		}
-		err := pr.s.p.c.do(pr.ctx, call{method: http.MethodPost, url: pr.commandURL("input"), json: map[string]string{"data": data}}, nil)
+		err := pr.s.p.c.do(pr.ctx, rest.Call{Method: http.MethodPost, URL: pr.commandURL("input"), JSON: map[string]string{"data": data}}, nil)
 		if err != nil && !errors.Is(err, types.ErrNotFound) {
 			pr.s.p.opts.Logger.Debug("daytona stdin stopped", "session", pr.sid, "error", err)
 		}
@@ -383,7 +385,7 @@ func (pr *process) feedStdin(r io.Reader) {
 func (pr *process) deleteSession() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := pr.s.p.c.do(ctx, call{method: http.MethodDelete, url: pr.base + "/process/session/" + url.PathEscape(pr.sid)}, nil)
+	err := pr.s.p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: pr.base + "/process/session/" + url.PathEscape(pr.sid)}, nil)
 	if err != nil && !errors.Is(err, types.ErrNotFound) {
 		pr.s.p.opts.Logger.Debug("daytona session delete failed", "session", pr.sid, "error", err)
 	}

@@ -72,7 +72,7 @@ func TestRateLimitRetriesAreBounded(t *testing.T) {
 		t.Errorf("%d attempts, want 3 (one and two retries)", n)
 	}
 	var ae *daytona.APIError
-	if !errors.As(err, &ae) || ae.Throttler != "authenticated" || ae.RetryAfter() != 10*time.Millisecond {
+	if !errors.As(err, &ae) || ae.Throttler != "authenticated" || types.RetryAfterOf(err) != 10*time.Millisecond {
 		t.Errorf("error %v does not carry the throttler and its advice", err)
 	}
 }
@@ -85,8 +85,7 @@ func TestCreateRateLimitGoesToTheGate(t *testing.T) {
 	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 	srv.RateLimit(http.MethodPost, "/api/sandbox", 1, "sandbox-create", 1)
 	_, err := p.Create(t.Context(), spec)
-	var ra throttle.RetryAfter
-	if !errors.Is(err, types.ErrResourceExhausted) || !throttle.Retryable(err) || !errors.As(err, &ra) || ra.RetryAfter() != time.Second {
+	if !errors.Is(err, types.ErrResourceExhausted) || !types.Retryable(err) || types.RetryAfterOf(err) != time.Second {
 		t.Fatalf("throttled create: %v; want a retryable ResourceExhausted advising 1s", err)
 	}
 	if !strings.Contains(err.Error(), "sandbox-create") {
@@ -117,8 +116,9 @@ func TestCreateRateLimitGoesToTheGate(t *testing.T) {
 	}
 }
 
-// TestQuotaIsNotRetried: a used-up account quota is ResourceExhausted, keeps
-// Daytona's text naming the quota, and is not retried by the gate.
+// TestQuotaIsNotRetried: a used-up account quota (Daytona answers it 400)
+// keeps Daytona's text naming the quota and is not retried by the gate.
+// Its class comes from the status, InvalidArgument: nothing reads the text.
 func TestQuotaIsNotRetried(t *testing.T) {
 	srv := newServer(t, daytonatest.Options{DiskQuotaGB: 5})
 	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
@@ -132,8 +132,8 @@ func TestQuotaIsNotRetried(t *testing.T) {
 	g := throttle.New(throttle.Limits{Retries: 5, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	defer g.Close()
 	_, _, err = g.Create(t.Context(), p, big)
-	if !errors.Is(err, types.ErrResourceExhausted) || throttle.Retryable(err) {
-		t.Fatalf("create past the disk quota: %v; want a ResourceExhausted that is not retryable", err)
+	if !errors.Is(err, types.ErrInvalidArgument) || types.Retryable(err) {
+		t.Fatalf("create past the disk quota: %v; want an InvalidArgument that is not retryable", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "Total disk limit exceeded") || !strings.Contains(msg, "5GiB") {
 		t.Errorf("error %q does not name the quota", msg)

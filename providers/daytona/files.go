@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -51,11 +52,12 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 		fw.Write(head)
 		mw.Close()
 		body := buf.Bytes()
-		up := call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(),
-			body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}
+		up := rest.Call{Method: http.MethodPost, URL: u, Query: q, ContentType: mw.FormDataContentType(),
+			Body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}
 		err = s.p.c.do(ctx, up, nil)
-		if missingParent(err) {
-			// Daemons older than gin 1.10 do not create parents: make them.
+		if refusedUpload(err) {
+			// Daemons older than gin 1.10 do not create parents: make them
+			// and try once more.
 			if ferr := s.mkdirAll(ctx, path.Dir(p)); ferr == nil {
 				err = s.p.c.do(ctx, up, nil)
 			}
@@ -70,7 +72,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 	if err != nil {
 		return err
 	}
-	return s.p.c.do(ctx, call{method: http.MethodPost, url: pu, query: url.Values{"path": {p}, "mode": {fmt.Sprintf("%04o", mode&0o7777)}}}, nil)
+	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: pu, Query: url.Values{"path": {p}, "mode": {fmt.Sprintf("%04o", mode&0o7777)}}}, nil)
 }
 
 // uploadStream sends a large file as a streamed multipart body.
@@ -89,8 +91,8 @@ func (s *Sandbox) uploadStream(ctx context.Context, u string, q url.Values, p st
 		}
 		pw.CloseWithError(err)
 	}()
-	err := s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: q, ctype: mw.FormDataContentType(), once: true,
-		body: func() (io.Reader, error) { return pr, nil }}, nil)
+	err := s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, Query: q, ContentType: mw.FormDataContentType(), Once: true,
+		Body: func() (io.Reader, error) { return pr, nil }}, nil)
 	pr.CloseWithError(errors.New("upload ended"))
 	<-done
 	return err
@@ -103,25 +105,65 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.p.c.send(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}})
+	resp, err := s.p.c.send(ctx, rest.Call{Method: http.MethodGet, URL: u, Query: url.Values{"path": {p}}})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Body, nil
 }
 
-// Stat describes p. The toolbox follows a final symlink.
+// Stat describes p without following a final symlink. The toolbox's file
+// info follows one (the daemon stats with os.Stat, and its listings leave
+// out a link whose target is missing), so a one-off command first asks
+// whether p is a symlink and reads its target; only a path that is not a
+// link is described by the file info call.
 func (s *Sandbox) Stat(ctx context.Context, p string) (types.FileInfo, error) {
+	clean := path.Clean(p)
+	target, isLink, err := s.readLink(ctx, clean)
+	if err != nil {
+		return types.FileInfo{}, err
+	}
+	if isLink {
+		return types.FileInfo{Name: path.Base(clean), Path: clean, Type: types.FileSymlink, Mode: 0o777,
+			Size: int64(len(target)), Target: target}, nil
+	}
 	u, err := s.tb(ctx, "/files/info")
 	if err != nil {
 		return types.FileInfo{}, err
 	}
 	var d fileInfoDTO
-	if err := s.p.c.do(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}}, &d); err != nil {
+	if err := s.p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: u, Query: url.Values{"path": {p}}}, &d); err != nil {
 		return types.FileInfo{}, err
 	}
-	clean := path.Clean(p)
 	return toFileInfo(path.Base(clean), clean, d), nil
+}
+
+// readLink reports whether p is a symlink and, if so, its target, with the
+// sandbox's own test and readlink (POSIX sh; coreutils and busybox).
+func (s *Sandbox) readLink(ctx context.Context, p string) (string, bool, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", false, types.Errorf(types.InvalidArgument, "daytona: the path holds a NUL byte")
+	}
+	u, err := s.tb(ctx, "/process/execute")
+	if err != nil {
+		return "", false, err
+	}
+	script := fmt.Sprintf(`__p=%s; if [ -L "$__p" ]; then readlink -- "$__p" || exit 4; else exit 3; fi`, quote(p))
+	var out struct {
+		ExitCode int    `json:"exitCode"`
+		Result   string `json:"result"`
+	}
+	if err := s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, JSON: map[string]any{"command": script, "timeout": 30}}, &out); err != nil {
+		return "", false, err
+	}
+	switch out.ExitCode {
+	case 0:
+		return strings.TrimSuffix(out.Result, "\n"), true, nil
+	case 3:
+		return "", false, nil
+	default:
+		return "", false, types.Errorf(types.Unavailable, "daytona stat %s: telling a symlink apart failed (exit %d): %s", p, out.ExitCode, tailLines(out.Result, 5, 500))
+	}
 }
 
 // ListDir lists a directory; listing a file is InvalidArgument.
@@ -131,7 +173,7 @@ func (s *Sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, erro
 		return nil, err
 	}
 	var ds []fileInfoDTO
-	if err := s.p.c.do(ctx, call{method: http.MethodGet, url: u, query: url.Values{"path": {p}}}, &ds); err != nil {
+	if err := s.p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: u, Query: url.Values{"path": {p}}}, &ds); err != nil {
 		return nil, err
 	}
 	dir := path.Clean(p)
@@ -164,13 +206,15 @@ func (s *Sandbox) mkdirAll(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	return s.p.c.do(ctx, call{method: http.MethodPost, url: u, query: url.Values{"path": {dir}, "mode": {"0755"}}}, nil)
+	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, Query: url.Values{"path": {dir}, "mode": {"0755"}}}, nil)
 }
 
-// missingParent reports an upload refused because the directory is missing.
-func missingParent(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Status < 500 && strings.Contains(ae.Message, "no such file or directory")
+// refusedUpload reports an upload the toolbox refused as the caller's
+// mistake (a 4xx: InvalidArgument or NotFound), which is how older daemons
+// answer a missing parent directory. The class decides, not the text.
+func refusedUpload(err error) bool {
+	c := types.ClassOf(err)
+	return rest.StatusOf(err) != 0 && (c == types.InvalidArgument || c == types.NotFound)
 }
 
 // Remove deletes a file or a directory tree.
@@ -179,7 +223,7 @@ func (s *Sandbox) Remove(ctx context.Context, p string) error {
 	if err != nil {
 		return err
 	}
-	return s.p.c.do(ctx, call{method: http.MethodDelete, url: u, query: url.Values{"path": {p}, "recursive": {"true"}}}, nil)
+	return s.p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: u, Query: url.Values{"path": {p}, "recursive": {"true"}}}, nil)
 }
 
 func toFileInfo(name, p string, d fileInfoDTO) types.FileInfo {

@@ -12,7 +12,6 @@ import (
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -55,7 +54,7 @@ func TestDiskQuotaCap(t *testing.T) {
 	big := spec
 	big.Resources.StorageMB = 7 * 1024
 	_, err = p.Create(ctx, big)
-	if !errors.Is(err, types.ErrResourceExhausted) || throttle.Retryable(err) {
+	if !errors.Is(err, types.ErrResourceExhausted) || types.Retryable(err) {
 		t.Errorf("create larger than the quota: %v, want a permanent ResourceExhausted", err)
 	}
 	for _, s := range []*sandbox.Sandbox{held[1], sb} {

@@ -1,14 +1,16 @@
 package daytona
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -193,54 +195,57 @@ func encodeLine(b []byte) string {
 	return s.String()
 }
 
-func TestRetryAfterHeaders(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cases := []struct {
-		h         http.Header
-		wait      time.Duration
-		throttler string
-	}{
-		{http.Header{"Retry-After-Sandbox-Create": {"3"}}, 3 * time.Second, "sandbox-create"},
-		{http.Header{"Retry-After": {"1"}, "Retry-After-Authenticated": {"5"}}, 5 * time.Second, "authenticated"},
-		{http.Header{"Retry-After": {now.Add(2 * time.Second).Format(http.TimeFormat)}}, 2 * time.Second, ""},
-		{http.Header{"Retry-After": {"99999"}}, maxAdvisedWait, ""},
-		{http.Header{"Retry-Afterwards": {"3"}, "X-Ratelimit-Reset-Sandbox-Create": {"9"}}, 0, ""},
-		{http.Header{"Retry-After": {"soon"}}, 0, ""},
-	}
-	for _, c := range cases {
-		wait, th := retryAfter(c.h, now)
-		if wait != c.wait || th != c.throttler {
-			t.Errorf("retryAfter(%v) = %v %q, want %v %q", c.h, wait, th, c.wait, c.throttler)
-		}
-	}
-}
-
+// TestClassify: answers are classed by status alone (the one HTTP mapping
+// of sandbox/types), the advised wait is the longest of Retry-After and
+// Retry-After-<throttler>, and the text never decides: Daytona's quota
+// refusals are 400s, InvalidArgument and not retried, whatever they say.
+// On 6f9918d a quota text was matched by a regular expression, and the
+// create gate retried any error whose text held "limit exceeded".
 func TestClassify(t *testing.T) {
 	cases := []struct {
 		status    int
 		msg       string
+		header    http.Header
 		class     types.Class
 		retryable bool
+		wait      time.Duration
+		throttler string
 	}{
-		{401, "Unauthorized", types.Unauthenticated, false},
-		{403, "Forbidden", types.Unauthenticated, false},
-		{404, "Sandbox with ID or name x not found", types.NotFound, false},
-		{409, "Sandbox with name x already exists", types.AlreadyExists, false},
-		{400, "Disk request 90GB exceeds maximum allowed per sandbox (10GB).", types.InvalidArgument, false},
-		{400, "Total disk limit exceeded. Maximum allowed: 30GiB.", types.ResourceExhausted, false},
-		{403, "Total CPU limit exceeded. Maximum allowed: 10.", types.ResourceExhausted, false},
-		{429, "Rate limit exceeded", types.ResourceExhausted, true},
-		{500, "Internal server error", types.Unavailable, true},
-		{503, "", types.Unavailable, true},
+		{401, "Unauthorized", nil, types.Unauthenticated, false, 0, ""},
+		{403, "Forbidden", nil, types.Unauthenticated, false, 0, ""},
+		{404, "Sandbox with ID or name x not found", nil, types.NotFound, false, 0, ""},
+		{409, "Sandbox with name x already exists", nil, types.AlreadyExists, false, 0, ""},
+		{400, "Disk request 90GB exceeds maximum allowed per sandbox (10GB).", nil, types.InvalidArgument, false, 0, ""},
+		{400, "Total disk limit exceeded. Maximum allowed: 30GiB.", nil, types.InvalidArgument, false, 0, ""},
+		{403, "Total CPU limit exceeded. Maximum allowed: 10.", nil, types.Unauthenticated, false, 0, ""},
+		{429, "Rate limit exceeded", http.Header{"Retry-After-Sandbox-Create": {"3"}}, types.ResourceExhausted, true, 3 * time.Second, "sandbox-create"},
+		{429, "Rate limit exceeded", http.Header{"Retry-After": {"1"}, "Retry-After-Authenticated": {"5"}}, types.ResourceExhausted, true, 5 * time.Second, "authenticated"},
+		{429, "x", http.Header{"Retry-After": {"99999"}}, types.ResourceExhausted, true, maxAdvisedWait, ""},
+		{429, "x", http.Header{"Retry-Afterwards": {"3"}, "X-Ratelimit-Reset-Sandbox-Create": {"9"}}, types.ResourceExhausted, true, 0, ""},
+		{500, "Internal server error", nil, types.Unknown, false, 0, ""},
+		{503, "", nil, types.Unavailable, true, 0, ""},
+		{504, "gateway timeout", nil, types.DeadlineExceeded, false, 0, ""},
 	}
 	for _, c := range cases {
-		err := classify(&APIError{Status: c.status, Method: "POST", Path: "/sandbox", Message: c.msg})
-		if types.ClassOf(err) != c.class || throttle.Retryable(err) != c.retryable {
-			t.Errorf("%d %q: class %v retryable %v; want %v %v", c.status, c.msg, types.ClassOf(err), throttle.Retryable(err), c.class, c.retryable)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for k, vs := range c.header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(c.status)
+			fmt.Fprintf(w, `{"statusCode":%d,"message":%q}`, c.status, c.msg)
+		}))
+		p, err := New(Options{APIKey: registry.Secret("k-classify"), BaseURL: srv.URL, RateLimitRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.get(context.Background(), "x")
+		srv.Close()
+		if types.ClassOf(err) != c.class || types.Retryable(err) != c.retryable || types.RetryAfterOf(err) != c.wait {
+			t.Errorf("%d %q: class %v retryable %v wait %v; want %v %v %v", c.status, c.msg, types.ClassOf(err), types.Retryable(err), types.RetryAfterOf(err), c.class, c.retryable, c.wait)
 		}
 		var ae *APIError
-		if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%d: the cause is lost: %v", c.status, err)
+		if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.msg) || ae.Throttler != c.throttler {
+			t.Errorf("%d: the cause is lost or the throttler wrong: %v", c.status, err)
 		}
 	}
 }

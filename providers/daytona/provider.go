@@ -5,20 +5,29 @@ import (
 	"errors"
 	"net/http"
 	"sync/atomic"
+	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
 var _ driver.Provider = (*Provider)(nil)
 
-// Capabilities are what the driver supports; the daytona registry entry
-// states the same.
+// maxAdvisedWait is the longest throttle wait the driver sits out itself;
+// a longer one goes back to the caller.
+const maxAdvisedWait = 5 * time.Minute
+
+// Capabilities are what the driver supports: the interfaces its handles
+// implement (driver.Derive) and the facts they cannot show. Auto-stop
+// counts whole minutes, so that is the shortest timeout; disk is a limit.
 func Capabilities() types.Capabilities {
-	return types.Capabilities{
+	return driver.Derive[*Provider, *Sandbox, *process](types.Capabilities{
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
-	}
+		Storage:      true,
+		MinTimeout:   time.Minute,
+	})
 }
 
 // Provider is the Daytona driver. It is safe for concurrent use.
@@ -36,10 +45,27 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{
-		opts: opts,
-		c:    &client{base: base.String(), key: opts.APIKey, hc: opts.HTTPClient, log: opts.Logger, retries: opts.RateLimitRetries},
+	key := opts.APIKey
+	if opts.RateLimitRetries == 0 {
+		opts.RateLimitRetries = -1 // none: the REST client reads 0 as its default
 	}
+	rc, err := rest.New(rest.Options{
+		Name:         "daytona",
+		HTTPClient:   opts.HTTPClient,
+		Auth:         func(h http.Header) { h.Set("Authorization", "Bearer "+key.Reveal()) },
+		Secrets:      func() []string { return []string{key.Reveal()} },
+		Origins:      []string{base.String()},
+		Retries:      opts.RateLimitRetries,
+		MaxRetryWait: maxAdvisedWait,
+		MaxBody:      maxJSONBody,
+		MaxErrorBody: maxErrorBody,
+		ErrorBody:    errorBody,
+		Logger:       opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{opts: opts, c: &client{base: base.String(), key: key, rc: rc}}
 	// The key lives in the client only: fmt prints unexported fields
 	// without their Format methods, so a copy in opts would print raw in
 	// %v of the Provider.
@@ -78,9 +104,9 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		return nil, types.Errorf(types.InvalidArgument, "daytona: sandbox %s is in state %s: %s", id, sb.State, sb.ErrorReason)
 	case sb.State == stateStarted:
 	case sb.State == stateStopped || sb.State == stateArchived || sb.State == statePaused:
-		if err := p.c.do(ctx, call{method: http.MethodPost, url: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
+		if err := p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
 			// Auto-delete may have taken it between the read and the start.
-			if now, gerr := p.get(ctx, sb.ID); refusedForState(err) && (errors.Is(gerr, types.ErrNotFound) || (gerr == nil && gone(now.State))) {
+			if now, gerr := p.get(ctx, sb.ID); errors.Is(gerr, types.ErrNotFound) || (gerr == nil && gone(now.State)) {
 				return nil, types.Errorf(types.NotFound, "daytona: sandbox %s was deleted while being started again", id)
 			}
 			return nil, err
@@ -125,7 +151,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 // Close releases idle connections. Sandboxes live on.
 func (p *Provider) Close() error {
 	if !p.closed.Swap(true) {
-		p.c.hc.CloseIdleConnections()
+		p.c.rc.CloseIdleConnections()
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -28,7 +27,7 @@ func newDiskCap(totalGB int) *diskCap {
 // can never fit: that is a permanent ResourceExhausted.
 func (d *diskCap) acquire(ctx context.Context, gb int) error {
 	if gb > d.total {
-		return throttle.Permanent(types.Errorf(types.ResourceExhausted,
+		return types.WithPermanent(types.Errorf(types.ResourceExhausted,
 			"daytona: a sandbox of %d GB disk does not fit the %d GB total disk quota", gb, d.total))
 	}
 	for {

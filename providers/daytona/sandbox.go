@@ -8,11 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-var _ driver.Sandbox = (*Sandbox)(nil)
+var (
+	_ driver.Sandbox       = (*Sandbox)(nil)
+	_ driver.TimeoutSetter = (*Sandbox)(nil)
+	_ driver.Signaler      = (*process)(nil)
+)
 
 // Sandbox is a handle to one Daytona sandbox.
 type Sandbox struct {
@@ -48,12 +53,16 @@ func (s *Sandbox) toolboxURL(ctx context.Context) (string, error) {
 	var out struct {
 		URL string `json:"url"`
 	}
-	if err := s.p.c.do(ctx, call{method: http.MethodGet, url: s.p.sandboxURL(s.id, "toolbox-proxy-url")}, &out); err != nil {
+	if err := s.p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: s.p.sandboxURL(s.id, "toolbox-proxy-url")}, &out); err != nil {
 		return "", err
 	}
 	u, err := url.Parse(out.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", types.Errorf(types.Unavailable, "daytona: the toolbox proxy URL %q is not an http(s) URL", out.URL)
+	}
+	// The API named the proxy: the key may go there too, and nowhere else.
+	if err := s.p.c.rc.AllowOrigin(out.URL); err != nil {
+		return "", err
 	}
 	s.toolbox = strings.TrimRight(out.URL, "/") + "/" + url.PathEscape(s.id)
 	return s.toolbox, nil
@@ -72,7 +81,7 @@ func (s *Sandbox) tb(ctx context.Context, path string) (string, error) {
 // Daytona counts it from the sandbox's last activity; auto-delete then
 // removes the stopped sandbox.
 func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
-	return s.p.c.do(ctx, call{method: http.MethodPost, url: s.p.sandboxURL(s.id, "autostop", itoa(ceilMinutes(d)))}, nil)
+	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: s.p.sandboxURL(s.id, "autostop", itoa(ceilMinutes(d)))}, nil)
 }
 
 // Delete destroys the sandbox.

@@ -1,31 +1,23 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"sync/atomic"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// api calls the control plane. It is safe for concurrent use.
+// api calls the control plane through the shared REST client, which
+// carries the key (to the control plane's origin only), retries throttles
+// and redacts the key from errors. It is safe for concurrent use.
 type api struct {
-	base    string
-	key     Secret
-	hc      *http.Client
-	log     *slog.Logger
-	retries int
-	maxWait time.Duration
-	// sleep waits out a throttle; tests may watch it.
-	sleep func(ctx context.Context, d time.Duration) error
+	base string
+	c    *rest.Client
 
 	// v1 remembers, per route family, a server that lacks the v2 route
 	// (it answered 404 or 405 where v1 then worked).
@@ -72,10 +64,9 @@ type timeoutRequest struct {
 
 // Bounds on what the driver reads from the control plane.
 const (
-	maxBody      = 16 << 20 // one answer
-	maxErrorBody = 64 << 10 // one error answer
-	maxPages     = 1000     // one List
-	pageLimit    = 100      // the schema's maximum page size
+	maxBody   = 16 << 20 // one answer
+	maxPages  = 1000     // one List
+	pageLimit = 100      // the schema's maximum page size
 )
 
 // create makes a sandbox. A throttle comes back at once, with the server's
@@ -85,14 +76,14 @@ func (a *api) create(ctx context.Context, req createRequest) (sandboxJSON, error
 	v2 := func() error {
 		r := req
 		r.Secure = nil
-		_, err := a.do(ctx, http.MethodPost, "/v2/sandboxes", nil, r, &sb, false)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/v2/sandboxes", JSON: r, NoRetry: true}, &sb)
 		return err
 	}
 	v1 := func() error {
 		r := req
 		secure := true
 		r.Secure = &secure
-		_, err := a.do(ctx, http.MethodPost, "/sandboxes", nil, r, &sb, false)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes", JSON: r, NoRetry: true}, &sb)
 		return err
 	}
 	err := a.either(famCreate, v2, v1)
@@ -110,11 +101,11 @@ func (a *api) connect(ctx context.Context, id string, timeout int) (sandboxJSON,
 	esc := url.PathEscape(id)
 	err := a.either(famConnect,
 		func() error {
-			_, err := a.do(ctx, http.MethodPost, "/v2/sandboxes/"+esc+"/connect", nil, body, &sb, true)
+			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/v2/sandboxes/" + esc + "/connect", JSON: body}, &sb)
 			return err
 		},
 		func() error {
-			_, err := a.do(ctx, http.MethodPost, "/sandboxes/"+esc+"/connect", nil, body, &sb, true)
+			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes/" + esc + "/connect", JSON: body}, &sb)
 			return err
 		})
 	return sb, err
@@ -122,17 +113,17 @@ func (a *api) connect(ctx context.Context, id string, timeout int) (sandboxJSON,
 
 func (a *api) get(ctx context.Context, id string) (sandboxJSON, error) {
 	var sb sandboxJSON
-	_, err := a.do(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id), nil, nil, &sb, true)
+	_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/sandboxes/" + url.PathEscape(id)}, &sb)
 	return sb, err
 }
 
 func (a *api) kill(ctx context.Context, id string) error {
-	_, err := a.do(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil, nil, true)
+	_, err := a.do(ctx, rest.Call{Method: http.MethodDelete, URL: a.base + "/sandboxes/" + url.PathEscape(id)}, nil)
 	return err
 }
 
 func (a *api) setTimeout(ctx context.Context, id string, secs int) error {
-	_, err := a.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", nil, timeoutRequest{Timeout: secs}, nil, true)
+	_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes/" + url.PathEscape(id) + "/timeout", JSON: timeoutRequest{Timeout: secs}}, nil)
 	return err
 }
 
@@ -156,7 +147,7 @@ func (a *api) list(ctx context.Context, md map[string]string) ([]sandboxJSON, er
 		seen := map[string]bool{}
 		for range maxPages {
 			var page []sandboxJSON
-			h, err := a.do(ctx, http.MethodGet, "/v2/sandboxes", q, nil, &page, true)
+			h, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/v2/sandboxes", Query: q}, &page)
 			if err != nil {
 				return err
 			}
@@ -175,7 +166,7 @@ func (a *api) list(ctx context.Context, md map[string]string) ([]sandboxJSON, er
 	}
 	v1 := func() error {
 		all = all[:0]
-		_, err := a.do(ctx, http.MethodGet, "/sandboxes", q, nil, &all, true)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/sandboxes", Query: q}, &all)
 		return err
 	}
 	if err := a.either(famList, v2, v1); err != nil {
@@ -211,92 +202,11 @@ func (a *api) either(f family, v2, v1 func() error) error {
 }
 
 func missingRoute(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed)
+	st := rest.StatusOf(err)
+	return st == http.StatusNotFound || st == http.StatusMethodNotAllowed
 }
 
-// do makes one call, and retries it on a throttle when retry is set, up to
-// a.retries times, each after the server's Retry-After (else 0.5 s doubling)
-// when that is at most a.maxWait. in is sent as JSON; a 2xx body is decoded
-// into out when out is set.
-func (a *api) do(ctx context.Context, method, path string, q url.Values, in, out any, retry bool) (http.Header, error) {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "e2b %s %s: %w", method, path, err)
-		}
-	}
-	target := a.base + path
-	if len(q) > 0 {
-		target += "?" + q.Encode()
-	}
-	for attempt := 0; ; attempt++ {
-		h, err := a.once(ctx, method, target, body, out)
-		var ae *APIError
-		if err == nil || !retry || attempt >= a.retries || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
-			if err != nil {
-				err = fmt.Errorf("e2b %s %s: %w", method, path, err)
-			}
-			return h, err
-		}
-		wait := ae.RetryAfter()
-		if wait <= 0 {
-			wait = 500 * time.Millisecond << attempt
-		}
-		if wait > a.maxWait {
-			return h, fmt.Errorf("e2b %s %s: advised wait %v is over %v: %w", method, path, wait, a.maxWait, err)
-		}
-		a.log.Debug("e2b: throttled, retrying", "method", method, "path", path, "wait", wait)
-		if serr := a.sleep(ctx, wait); serr != nil {
-			return h, fmt.Errorf("e2b %s %s: %w", method, path, errors.Join(err, serr))
-		}
-	}
-}
-
-func (a *api) once(ctx context.Context, method, target string, body []byte, out any) (http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "%w", err)
-	}
-	req.Header.Set("X-API-KEY", a.key.Reveal())
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := a.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx) // a cancel stays unclassified
-		}
-		return nil, types.Errorf(types.Unavailable, "%w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-		ae := newAPIError(res, b, func(s string) string { return redact(s, a.key.Reveal()) })
-		return res.Header, types.Classify(ae.class(), ae)
-	}
-	if out != nil && res.StatusCode != http.StatusNoContent {
-		dec := json.NewDecoder(io.LimitReader(res.Body, maxBody))
-		if err := dec.Decode(out); err != nil {
-			return res.Header, types.Errorf(types.Unavailable, "reading the answer: %w", err)
-		}
-	}
-	return res.Header, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+// do makes one call through the REST client.
+func (a *api) do(ctx context.Context, cl rest.Call, out any) (http.Header, error) {
+	return a.c.Do(ctx, cl, out)
 }

@@ -6,23 +6,26 @@ import (
 	"math"
 	"net/http"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
 var _ driver.Provider = (*Provider)(nil)
 
-// Capabilities are what the driver supports. Resources are the template's
-// (E2B's create call has no knob for them); pause exists on E2B but the
-// driver API has no call for it.
-var Capabilities = types.Capabilities{
-	ResourceMode: types.ResourcesLimits,
-	Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+// Capabilities are what the driver supports: the interfaces its handles
+// implement (driver.Derive) and the facts they cannot show. Resources are
+// the template's (E2B's create call has no knob for them); pause exists on
+// E2B but the driver has no call for it, so it is not claimed.
+func Capabilities() types.Capabilities {
+	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](types.Capabilities{
+		ResourceMode: types.ResourcesLimits,
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+	})
 }
 
 // Metadata keys the driver keeps a Spec's defaults under, so that Connect
@@ -47,10 +50,10 @@ var idRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A
 
 // Provider is the E2B driver.
 type Provider struct {
-	opts  Options
-	api   *api
-	hc    *http.Client
-	ownHC bool
+	opts Options
+	api  *api
+	// hc carries the data plane: no key, no redirect to another origin.
+	hc *http.Client
 
 	// ctx bounds the keep-alive loops; Close cancels it and waits.
 	ctx    context.Context
@@ -65,36 +68,41 @@ func New(opts Options) (*Provider, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	p := &Provider{opts: opts, hc: opts.HTTPClient}
-	if p.hc == nil {
+	base := opts.HTTPClient
+	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// One data-plane host serves every exec stream of a sandbox (all of
 		// them, behind E2B_SANDBOX_URL).
 		t.MaxIdleConnsPerHost = 64
-		p.hc, p.ownHC = &http.Client{Transport: t}, true
+		base = &http.Client{Transport: t}
 	}
-	p.api = &api{
-		base:    opts.APIURL,
-		key:     opts.APIKey,
-		hc:      p.hc,
-		log:     opts.Logger,
-		retries: opts.MaxRetries,
-		maxWait: opts.MaxRetryWait,
-		sleep:   sleepCtx,
+	key := opts.APIKey
+	c, err := rest.New(rest.Options{
+		Name:         "e2b",
+		HTTPClient:   base,
+		Auth:         func(h http.Header) { h.Set("X-API-KEY", key.Reveal()) },
+		Secrets:      func() []string { return []string{key.Reveal()} },
+		Origins:      []string{opts.APIURL},
+		Retries:      opts.MaxRetries,
+		MaxRetryWait: opts.MaxRetryWait,
+		BackoffBase:  500 * time.Millisecond,
+		MaxBody:      maxBody,
+		ErrorBody:    errorBody,
+		Logger:       opts.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
+	p := &Provider{opts: opts, api: &api{base: opts.APIURL, c: c}, hc: c.PlainClient()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
 
 // Capabilities reports what the driver supports.
-func (p *Provider) Capabilities() types.Capabilities {
-	c := Capabilities
-	c.Networks = slices.Clone(c.Networks)
-	return c
-}
+func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
 
 // scrub keeps the API key out of err's text.
-func (p *Provider) scrub(err error) error { return scrub(err, p.opts.APIKey.Reveal()) }
+func (p *Provider) scrub(err error) error { return rest.Scrub(err, p.opts.APIKey.Reveal()) }
 
 // Create asks for a sandbox of the template named by spec.Image.
 func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
@@ -229,9 +237,7 @@ func (p *Provider) Close() error {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
-	if p.ownHC {
-		p.hc.CloseIdleConnections()
-	}
+	p.api.c.CloseIdleConnections()
 	return nil
 }
 
@@ -246,7 +252,7 @@ func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, e
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		hc = &http.Client{Transport: &routeTransport{base: rt, id: sb.SandboxID}, CheckRedirect: p.hc.CheckRedirect}
+		hc = &http.Client{Transport: &routeTransport{base: rt, id: sb.SandboxID}, CheckRedirect: rest.SameOrigin}
 	} else {
 		domain := p.opts.Domain
 		if sb.Domain != nil && *sb.Domain != "" {

@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-var _ driver.Sandbox = (*sandboxHandle)(nil)
+var (
+	_ driver.Sandbox       = (*sandboxHandle)(nil)
+	_ driver.TimeoutSetter = (*sandboxHandle)(nil)
+	_ driver.Signaler      = (*envd.Process)(nil)
+)
 
 // Bounds of the keep-alive loop.
 const (
@@ -43,7 +48,9 @@ type sandboxHandle struct {
 func (h *sandboxHandle) ID() string { return h.id }
 
 // scrub keeps the API key and the access token out of err's text.
-func (h *sandboxHandle) scrub(err error) error { return scrub(err, h.p.opts.APIKey.Reveal(), h.token) }
+func (h *sandboxHandle) scrub(err error) error {
+	return rest.Scrub(err, h.p.opts.APIKey.Reveal(), h.token)
+}
 
 // Exec runs the argv as given (no shell is added) as cmd.User, else the
 // Spec's user, in cmd.Dir, else the Spec's working directory.

@@ -74,7 +74,6 @@ func runSuiteThroughServe(t *testing.T, backend *sandbox.Provider, baseImage str
 			return sandbox.NewProvider("e2b", d)
 		},
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "base", TTL: 10 * time.Minute} },
-		Skip: suiteSkips,
 	})
 }
 

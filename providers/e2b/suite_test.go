@@ -55,18 +55,12 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// suiteSkips are the features the driver lacks, with the reasons.
-var suiteSkips = map[sandboxtest.Feature]string{
-	sandboxtest.FeatureLinks: "envd has no tar or symlink call, so the driver has no TreeUploader; uploads go file by file",
-}
-
 // TestSuite runs the conformance suite against the fake E2B server.
 func TestSuite(t *testing.T) {
 	f := newFake(t, fakeOptions{})
 	sandboxtest.Run(t, sandboxtest.Harness{
 		Open: func(t *testing.T) *sandbox.Provider { return openProvider(t, f, nil) },
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "base", TTL: 10 * time.Minute} },
-		Skip: suiteSkips,
 	})
 	if left := f.live(); len(left) != 0 {
 		t.Errorf("sandboxes left after the suite: %v", left)

@@ -231,6 +231,12 @@ func mergeEnv(base []string, over map[string]string) []string {
 // cannot give.
 func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 	l := container.Limits{CPUs: r.CPUs, Pids: p.opts.Pids}
+	if r.PIDs > 0 {
+		if r.PIDs < minPids {
+			return l, types.Errorf(types.InvalidArgument, "a pids limit of %d is below the %d a sandbox's agent needs", r.PIDs, minPids)
+		}
+		l.Pids = r.PIDs
+	}
 	if n := runtime.NumCPU(); r.CPUs > float64(n) {
 		return l, types.Errorf(types.InvalidArgument, "%g cpus asked, this host has %d", r.CPUs, n)
 	}
@@ -258,6 +264,9 @@ func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 
 // minMemoryMB leaves the agent (a Go program of ~10 MB resident) room.
 const minMemoryMB = 32
+
+// minPids leaves the agent's ~30 threads room, and a command or two.
+const minPids = 64
 
 // memTotal returns the host's MemTotal in bytes.
 func memTotal() (int64, error) {

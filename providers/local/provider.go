@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -58,13 +59,15 @@ var geteuid = os.Geteuid
 const maxSocketPath = 107
 
 // ProviderCapabilities returns what every local provider can do, as a new
-// value each call (the registry entry reports it without opening one).
+// value each call (the registry entry reports it without opening one):
+// the interfaces of its handles (driver.Derive) and the facts they cannot
+// show.
 func ProviderCapabilities() types.Capabilities {
-	return types.Capabilities{
+	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](types.Capabilities{
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 		BuildImage:   true,
-	}
+	})
 }
 
 // New opens the provider. It needs root and the OCI runtime, and makes this

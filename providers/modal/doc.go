@@ -13,17 +13,20 @@
 // Filesystem; permission bits other than 0644 are set with chmod in the
 // sandbox. Delete is Terminate.
 //
-// The SDK has no calls for some driver contracts; those fail with
-// NotSupported and say why: SetTimeout (a sandbox's timeout is fixed at
-// creation), Process.Signal (an exec has no kill call), and commands as
-// another user. Process.PID is 0: the SDK does not report one.
+// The SDK has no calls for some features, so the driver's handles do not
+// implement them and its Capabilities (driver.Derive) say so: SetTimeout
+// (a sandbox's timeout is fixed at creation) and Process.Signal (an exec
+// has no kill call); the sandbox wrappers answer NotSupported. Commands as
+// another user fail with NotSupported. Process.PID is 0: the SDK does not
+// report one.
 //
 // Errors: the SDK's error types carry only a string and do not unwrap, and
 // most calls return raw gRPC statuses; both are mapped onto the classes of
 // sandbox/types with the cause kept. A throttle (RESOURCE_EXHAUSTED with
-// Modal's RPCRetryPolicy) is ResourceExhausted and reports the advised wait
-// through RetryAfter; a quota (RESOURCE_EXHAUSTED without one) is
-// ResourceExhausted marked permanent, so throttle.Gate does not retry it.
+// Modal's RPCRetryPolicy) is ResourceExhausted carrying the advised wait
+// (types.Error.RetryAfter); a quota (RESOURCE_EXHAUSTED without one) is a
+// Permanent ResourceExhausted, so throttle.Gate does not retry it. gRPC
+// codes are read through the one RPC mapping of sandbox/types.
 // The SDK itself waits out throttles up to Options.MaxThrottleWait before
 // they reach the caller.
 //

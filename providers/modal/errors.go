@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -35,7 +34,7 @@ func classify(err error) error {
 		if st.Code() == codes.ResourceExhausted {
 			return exhausted(err)
 		}
-		if c := codeClass(st.Code()); c != types.Unknown {
+		if c := types.ClassOfRPCCode(uint32(st.Code())); c != types.Unknown {
 			return types.Classify(c, err)
 		}
 	}
@@ -72,29 +71,6 @@ func as[T error](err error) bool {
 	return errors.As(err, &t)
 }
 
-// codeClass maps a gRPC status code onto a class.
-func codeClass(c codes.Code) types.Class {
-	switch c {
-	case codes.NotFound:
-		return types.NotFound
-	case codes.AlreadyExists:
-		return types.AlreadyExists
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return types.InvalidArgument
-	case codes.Unauthenticated, codes.PermissionDenied:
-		return types.Unauthenticated
-	case codes.ResourceExhausted:
-		return types.ResourceExhausted
-	case codes.Unavailable, codes.Internal, codes.Aborted, codes.DataLoss:
-		return types.Unavailable
-	case codes.DeadlineExceeded:
-		return types.DeadlineExceeded
-	case codes.Unimplemented:
-		return types.NotSupported
-	}
-	return types.Unknown
-}
-
 // exhausted tells a throttle from a quota. Modal attaches an RPCRetryPolicy
 // to throttles; the SDK waits those out up to MaxThrottleWait and returns
 // the status when waiting longer would pass that bound, so its advised wait
@@ -105,12 +81,12 @@ func codeClass(c codes.Code) types.Class {
 // stays retryable.
 func exhausted(err error) error {
 	if after, ok := retryAfter(err); ok {
-		return types.Classify(types.ResourceExhausted, &throttled{err: err, after: after})
+		return &types.Error{Class: types.ResourceExhausted, Err: fmt.Errorf("throttled, retry after %v: %w", after, err), RetryAfter: after}
 	}
 	if as[sdk.ResourceExhaustedError](err) {
 		return types.Classify(types.ResourceExhausted, err)
 	}
-	return throttle.Permanent(types.Errorf(types.ResourceExhausted, "quota reached (waiting will not free it): %w", err))
+	return types.WithPermanent(types.Errorf(types.ResourceExhausted, "quota reached (waiting will not free it): %w", err))
 }
 
 // retryAfter reads Modal's retry hint from a status's details.
@@ -127,21 +103,6 @@ func retryAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
-
-// throttled is a throttle with the wait the server advised; throttle.Gate
-// reads it through RetryAfter.
-type throttled struct {
-	err   error
-	after time.Duration
-}
-
-func (t *throttled) Error() string {
-	return fmt.Sprintf("throttled, retry after %v: %v", t.after, t.err)
-}
-func (t *throttled) Unwrap() error             { return t.err }
-func (t *throttled) RetryAfter() time.Duration { return t.after }
-
-var _ throttle.RetryAfter = (*throttled)(nil)
 
 // redacted is a cause whose text must not be shown (it may quote a config
 // file, which can hold the token): it prints msg and unwraps to the cause.

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/berth-sh/berth/sandbox/throttle"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -44,7 +43,10 @@ func TestClassify(t *testing.T) {
 		{"status permission", status.Error(codes.PermissionDenied, "x"), types.Unauthenticated, false},
 		{"status precondition", status.Error(codes.FailedPrecondition, "x"), types.InvalidArgument, false},
 		{"status unavailable", status.Error(codes.Unavailable, "x"), types.Unavailable, true},
-		{"status internal", status.Error(codes.Internal, "x"), types.Unavailable, true},
+		// The one RPC mapping of sandbox/types: a server fault that says
+		// nothing of recovering is not retried.
+		{"status internal", status.Error(codes.Internal, "x"), types.Unknown, false},
+		{"status aborted", status.Error(codes.Aborted, "x"), types.Unavailable, true},
 		{"status deadline", status.Error(codes.DeadlineExceeded, "x"), types.DeadlineExceeded, false},
 		{"status unimplemented", status.Error(codes.Unimplemented, "x"), types.NotSupported, false},
 		{"wrapped status", fmt.Errorf("env: %w", status.Error(codes.NotFound, "x")), types.NotFound, false},
@@ -61,16 +63,15 @@ func TestClassify(t *testing.T) {
 			if !errors.Is(got, c.err) {
 				t.Errorf("cause dropped: %v does not wrap %v", got, c.err)
 			}
-			if throttle.Retryable(got) != c.retryable {
-				t.Errorf("retryable = %v, want %v", throttle.Retryable(got), c.retryable)
+			if types.Retryable(got) != c.retryable {
+				t.Errorf("retryable = %v, want %v", types.Retryable(got), c.retryable)
 			}
 		})
 	}
-	var ra throttle.RetryAfter
-	if !errors.As(classify(throttledStatus.Err()), &ra) || ra.RetryAfter() != 1500*time.Millisecond {
+	if types.RetryAfterOf(classify(throttledStatus.Err())) != 1500*time.Millisecond {
 		t.Errorf("throttle's advised wait not reported")
 	}
-	if got := classify(context.Canceled); types.ClassOf(got) != types.Unknown || throttle.Retryable(got) {
+	if got := classify(context.Canceled); types.ClassOf(got) != types.Unknown || types.Retryable(got) {
 		t.Errorf("a cancellation was classified: %v", got)
 	}
 }

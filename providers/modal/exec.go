@@ -162,8 +162,3 @@ func (p *process) timeoutErr() error {
 // killed reports an exit status of a process ended by Modal: a signal
 // (128+n), or 124 for a timeout.
 func killed(code int) bool { return code == 124 || code > 128 }
-
-// Signal is not supported: the SDK has no call to signal an exec.
-func (p *process) Signal(context.Context, types.Signal) error {
-	return types.Errorf(types.NotSupported, "the Modal SDK cannot signal a running command")
-}

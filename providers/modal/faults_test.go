@@ -69,11 +69,10 @@ func TestThrottleRetriedByGateAfterAdvisedWait(t *testing.T) {
 
 	srv.Throttle("SandboxCreateV2", 1, advised)
 	_, err := p.Create(ctx, sandbox.Spec{Image: testImage})
-	var ra throttle.RetryAfter
 	switch {
-	case !errors.Is(err, sandbox.ErrResourceExhausted) || !throttle.Retryable(err):
+	case !errors.Is(err, sandbox.ErrResourceExhausted) || !sandbox.Retryable(err):
 		t.Fatalf("throttled create: %v; want a retryable ResourceExhausted", err)
-	case !errors.As(err, &ra) || ra.RetryAfter() != advised:
+	case sandbox.RetryAfterOf(err) != advised:
 		t.Fatalf("throttled create carries no advised wait of %v: %v", advised, err)
 	}
 
@@ -104,7 +103,7 @@ func TestQuotaNotRetried(t *testing.T) {
 	gate := throttle.New(throttle.Limits{BackoffBase: time.Millisecond})
 	defer gate.Close()
 	_, _, err := gate.Create(t.Context(), p, sandbox.Spec{Image: testImage})
-	if !errors.Is(err, sandbox.ErrResourceExhausted) || throttle.Retryable(err) {
+	if !errors.Is(err, sandbox.ErrResourceExhausted) || sandbox.Retryable(err) {
 		t.Fatalf("quota: %v; want a ResourceExhausted that is not retryable", err)
 	}
 	if !strings.Contains(err.Error(), "quota of 5 concurrent sandboxes") {

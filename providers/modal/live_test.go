@@ -44,7 +44,6 @@ func TestLiveSuite(t *testing.T) {
 			return p
 		},
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: testImage, TTL: 15 * time.Minute} },
-		Skip: skips,
 		// Terminate on Modal settles within seconds.
 		ExpiryGrace: 30 * time.Second,
 	})

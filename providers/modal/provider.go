@@ -33,14 +33,19 @@ const (
 // maxTTL is the longest sandbox timeout Modal accepts.
 const maxTTL = 24 * time.Hour
 
-// Capabilities are what the driver supports: requests by default and limits
-// when the Spec asks, no egress or full egress, GPUs (which the SDK creates
-// on Modal's V1 backend).
-var Capabilities = types.Capabilities{
-	ResourceMode: types.ResourcesBoth,
-	Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
-	GPUs:         true,
-	MaxTTL:       maxTTL,
+// Capabilities are what the driver supports: the interfaces its handles
+// implement (driver.Derive: no SetTimeout, since a Modal sandbox's timeout
+// is fixed at creation, and no Signal, since an exec has no kill call), and
+// the facts they cannot show: requests by default and limits when the Spec
+// asks, no egress or full egress, GPUs (which the SDK creates on Modal's V1
+// backend).
+func Capabilities() types.Capabilities {
+	return driver.Derive[*Provider, *sandbox, *process](types.Capabilities{
+		ResourceMode: types.ResourcesBoth,
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		GPUs:         true,
+		MaxTTL:       maxTTL,
+	})
 }
 
 // Options configure the driver.
@@ -181,7 +186,7 @@ func flag(v string, def bool) bool {
 }
 
 // Capabilities reports what the driver supports.
-func (p *Provider) Capabilities() types.Capabilities { return Capabilities }
+func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
 
 // Close stops background work, detaches the handles still open and closes
 // the SDK's connections. Sandboxes keep running.

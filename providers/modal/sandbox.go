@@ -55,12 +55,6 @@ func (s *sandbox) Close() error {
 // Delete terminates the sandbox.
 func (s *sandbox) Delete(ctx context.Context) error { return terminate(ctx, s.sb) }
 
-// SetTimeout is not supported: a Modal sandbox's timeout is set at creation
-// and the SDK has no call to move it.
-func (s *sandbox) SetTimeout(context.Context, time.Duration) error {
-	return types.Errorf(types.NotSupported, "Modal fixes a sandbox's timeout when it is created (Spec.TTL); the Go SDK has no call to change it")
-}
-
 // WriteFile writes the file, then sets its mode with chmod when it is not
 // the 0644 the file tool creates files with.
 func (s *sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {

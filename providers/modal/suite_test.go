@@ -69,12 +69,6 @@ func openDriver(t testing.TB, srv *modaltest.Server, mod func(*modal.Options)) *
 	return d
 }
 
-// skips are the features the SDK gives no way to provide.
-var skips = map[sandboxtest.Feature]string{
-	sandboxtest.FeatureSignal: "the Modal SDK has no call to signal an exec",
-	sandboxtest.FeatureExpiry: "the Modal SDK cannot change a sandbox's timeout after creation",
-}
-
 // TestSuite runs the conformance suite with commands as host processes.
 func TestSuite(t *testing.T) { runSuite(t, serve(t)) }
 
@@ -87,7 +81,6 @@ func runSuite(t *testing.T, srv *modaltest.Server) {
 			return sandbox.NewProvider("modal", openDriver(t, srv, nil))
 		},
 		Spec: func() sandbox.Spec { return sandbox.Spec{Image: testImage, TTL: 10 * time.Minute} },
-		Skip: skips,
 	})
 	if left := srv.Running(); len(left) != 0 {
 		t.Errorf("sandboxes still running after the suite: %v", left)

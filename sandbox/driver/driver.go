@@ -7,9 +7,13 @@
 // (sandbox.Errorf, sandbox.Classify); the wrappers add the operation, provider
 // name and sandbox ID, so drivers need not.
 //
-// Optional features are one-method interfaces found by type assertion
-// (TreeUploader, TreeDownloader); every provider also reports a plain
-// sandbox.Capabilities value.
+// Optional features are small interfaces found by type assertion
+// (TimeoutSetter, Signaler, TreeUploader, ...). A driver states only the
+// facts no interface can show (resource mode, networks, GPUs, ...); the
+// capabilities that follow from an interface are derived from it by
+// Derive, so that no driver, registry entry or test can claim a feature
+// whose call is not there. The wrappers in package sandbox answer
+// NotSupported for a feature a handle lacks.
 package driver
 
 import (
@@ -35,6 +39,8 @@ type Provider interface {
 	// Delete destroys the sandbox with this ID. An unknown ID is NotFound.
 	Delete(ctx context.Context, id string) error
 	// Capabilities reports what the provider supports; it must not block.
+	// Drivers return Derive over their handle types, so that the fields
+	// that follow from optional interfaces say what the handles do.
 	Capabilities() types.Capabilities
 	// Close releases the provider's resources (connections, goroutines). It
 	// does not delete sandboxes.
@@ -66,8 +72,6 @@ type Sandbox interface {
 	MakeDir(ctx context.Context, path string) error
 	// Remove deletes a file or a directory tree. Missing is NotFound.
 	Remove(ctx context.Context, path string) error
-	// SetTimeout moves the sandbox's deadline to now + d on the provider side.
-	SetTimeout(ctx context.Context, d time.Duration) error
 	// Delete destroys the sandbox. A second Delete is NotFound.
 	Delete(ctx context.Context) error
 	// Close releases the handle (connections, keep-alive loops) and does not
@@ -85,9 +89,37 @@ type Process interface {
 	// process is killed and Wait returns a DeadlineExceeded error. When ctx
 	// ends first Wait returns ctx's error and leaves the process running.
 	Wait(ctx context.Context) (int, error)
+}
+
+// TimeoutSetter is implemented by sandboxes whose provider-side deadline
+// can be moved after create (Capabilities.SetTimeout).
+type TimeoutSetter interface {
+	// SetTimeout moves the sandbox's deadline to now + d on the provider
+	// side (d > 0; a provider with a coarser clock rounds d up to its
+	// Capabilities.MinTimeout).
+	SetTimeout(ctx context.Context, d time.Duration) error
+}
+
+// Signaler is implemented by processes that can be signalled
+// (Capabilities.Signal).
+type Signaler interface {
 	// Signal sends a signal to the process. A process that has ended is
 	// NotFound.
 	Signal(ctx context.Context, sig types.Signal) error
+}
+
+// Pauser is implemented by sandboxes that can be paused and resumed with
+// their memory kept (Capabilities.Pause).
+type Pauser interface {
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+}
+
+// Snapshotter is implemented by sandboxes whose file system can be saved
+// as an image that later Specs name (Capabilities.Snapshot).
+type Snapshotter interface {
+	// Snapshot saves the file system and returns the image reference.
+	Snapshot(ctx context.Context) (image string, err error)
 }
 
 // TreeUploader is implemented by drivers that unpack a tar stream in one call.
@@ -130,4 +162,29 @@ type Reaper interface {
 // The endpoint stays valid while the handle is open.
 type EnvdServer interface {
 	EnvdEndpoint(ctx context.Context) (types.EnvdEndpoint, error)
+}
+
+// Derive returns c with every capability that follows from an optional
+// interface set from the interfaces the driver's types implement: P is
+// the driver's Provider type, S its Sandbox handle type and R its Process
+// type. What c said of those fields is discarded. Type assertions on the
+// zero values work for pointer types (a nil *T still has T's methods),
+// which is what drivers use.
+func Derive[P Provider, S Sandbox, R Process](c types.Capabilities) types.Capabilities {
+	var p P
+	var s S
+	var r R
+	_, c.SetTimeout = any(s).(TimeoutSetter)
+	_, c.Signal = any(r).(Signaler)
+	_, c.Pause = any(s).(Pauser)
+	_, c.Snapshot = any(s).(Snapshotter)
+	_, c.TreeUpload = any(s).(TreeUploader)
+	_, c.TreeDownload = any(s).(TreeDownloader)
+	_, c.Envd = any(s).(EnvdServer)
+	_, c.PrepareImage = any(p).(ImagePreparer)
+	_, c.Reap = any(p).(Reaper)
+	if !c.SetTimeout {
+		c.MinTimeout = 0
+	}
+	return c
 }

@@ -15,9 +15,10 @@ import (
 
 var fileCases = []testCase{
 	{name: "round-trip", run: testRoundTrip},
-	{name: "mode-bits", needs: []Feature{FeatureModeBits}, run: testModeBits},
+	{name: "mode-bits", run: testModeBits},
 	{name: "list-dir", run: testListDir},
 	{name: "stat", run: testStat},
+	{name: "stat-symlink", run: testStatSymlink},
 	{name: "make-dir", run: testMakeDir},
 	{name: "remove", run: testRemove},
 	{name: "not-found", run: testNotFound},
@@ -26,7 +27,7 @@ var fileCases = []testCase{
 	{name: "tree", run: testTree},
 	{name: "tree-escape", run: testTreeEscape},
 	{name: "host-dirs", run: testHostDirs},
-	{name: "links", needs: []Feature{FeatureLinks}, run: testLinks},
+	{name: "links", run: testLinks},
 }
 
 func randomBytes(n int, seed uint64) []byte {
@@ -308,10 +309,8 @@ func testTree(t *testing.T, h Harness) {
 			t.Errorf("downloaded %q: present %v, %d bytes; want %d bytes", name, ok, len(e.data), len(data))
 		}
 	}
-	if _, skip := h.Skip[FeatureModeBits]; !skip {
-		if m := got["sub/b.bin"].mode; m != 0o755 {
-			t.Errorf("sub/b.bin mode %o after the round trip, want 755", m)
-		}
+	if m := got["sub/b.bin"].mode; m != 0o755 {
+		t.Errorf("sub/b.bin mode %o after the round trip, want 755", m)
 	}
 	// A single file downloads as one entry named by its base name.
 	rc, err = sb.Download(ctx, dir+"/a.txt")
@@ -390,10 +389,36 @@ func testHostDirs(t *testing.T, h Harness) {
 	}
 }
 
-// testLinks: with a TreeUploader, symlinks travel both ways, and a link the
-// archive made cannot carry a later entry out of the tree.
-func testLinks(t *testing.T, h Harness) {
+// testStatSymlink: Stat describes a symlink itself, never its target,
+// whether the target exists or not (the driver contract). The links are
+// made by the sandbox's own ln, so every provider runs this case.
+func testStatSymlink(t *testing.T, h Harness) {
 	ctx, _, sb := fresh(t, h)
+	dir := workDir(t, ctx, sb)
+	res := run(t, ctx, sb, sandbox.Command{Args: sh("echo data > target.txt && ln -s target.txt link && ln -s missing dangling"), Dir: dir})
+	if res.ExitCode != 0 {
+		t.Fatalf("making links: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	for name, target := range map[string]string{"link": "target.txt", "dangling": "missing"} {
+		fi, err := sb.Stat(ctx, dir+"/"+name)
+		if err != nil {
+			t.Errorf("stat %s: %v", name, err)
+			continue
+		}
+		if fi.Type != sandbox.FileSymlink || fi.Target != target || fi.Name != name {
+			t.Errorf("stat %s = %+v; want a symlink named %s to %s (not its target)", name, fi, name, target)
+		}
+	}
+	if fi, err := sb.Stat(ctx, dir+"/target.txt"); err != nil || fi.Type != sandbox.FileRegular {
+		t.Errorf("stat of the target = %+v, %v", fi, err)
+	}
+}
+
+// testLinks: with Capabilities.TreeUpload symlinks travel both ways, and a
+// link the archive made cannot carry a later entry out of the tree.
+// Without it an archive with a link is refused as NotSupported.
+func testLinks(t *testing.T, h Harness) {
+	ctx, p, sb := fresh(t, h)
 	dir := workDir(t, ctx, sb) + "/links"
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -409,6 +434,10 @@ func testLinks(t *testing.T, h Harness) {
 		}
 	}
 	tw.Close()
+	if !p.Capabilities().TreeUpload {
+		wantClass(t, "upload of a symlink without Capabilities.TreeUpload", sb.Upload(ctx, dir, &buf), sandbox.NotSupported)
+		return
+	}
 	if err := sb.Upload(ctx, dir, &buf); err != nil {
 		t.Fatalf("upload with a symlink: %v", err)
 	}

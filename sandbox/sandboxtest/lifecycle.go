@@ -16,8 +16,9 @@ var lifecycleCases = []testCase{
 	{name: "calls-after-close", run: testCallsAfterClose},
 	{name: "connect-fresh-provider", run: testConnect},
 	{name: "connect-unknown", run: testConnectUnknown},
-	{name: "list-by-labels", needs: []Feature{FeatureList}, run: testList},
-	{name: "set-timeout-expires", needs: []Feature{FeatureExpiry}, run: testSetTimeout},
+	{name: "list-by-labels", run: testList},
+	{name: "set-timeout-expires", run: testSetTimeout},
+	{name: "optional-features", run: testOptionalFeatures},
 	{name: "invalid-spec", run: testInvalidSpec},
 	{name: "unsupported-network", run: testUnsupportedNetwork},
 }
@@ -138,9 +139,25 @@ func ids(infos []sandbox.Info) string {
 }
 
 // testSetTimeout shortens a sandbox's life to 2s and waits for it to go.
+// testSetTimeout: with Capabilities.SetTimeout a sandbox is gone soon after
+// the deadline SetTimeout set; without it SetTimeout is NotSupported and
+// the sandbox lives on.
 func testSetTimeout(t *testing.T, h Harness) {
 	ctx, p, sb := fresh(t, h)
 	const life = 2 * time.Second
+	caps := p.Capabilities()
+	if !caps.SetTimeout {
+		wantClass(t, "set timeout without Capabilities.SetTimeout", sb.SetTimeout(ctx, life), sandbox.NotSupported)
+		if res := run(t, ctx, sb, sandbox.Command{Args: sh("printf alive")}); string(res.Stdout) != "alive" {
+			t.Fatalf("sandbox after a refused SetTimeout: %q", res.Stdout)
+		}
+		return
+	}
+	if caps.MinTimeout > life {
+		// The capability says the deadline cannot be this short; waiting
+		// for a longer one is the provider's own test's job.
+		t.Skipf("the provider's shortest timeout is %v (Capabilities.MinTimeout); this case needs %v", caps.MinTimeout, life)
+	}
 	// The provider's deadline is at least this: it was set after now.
 	deadline := time.Now().Add(life)
 	if err := sb.SetTimeout(ctx, life); err != nil {
@@ -192,4 +209,26 @@ func testUnsupportedNetwork(t *testing.T, h Harness) {
 	spec.Network = sandbox.Network{Mode: sandbox.NetworkPublic}
 	_, err := p.Create(context.WithoutCancel(testContext(t)), spec)
 	wantClass(t, "create with an unsupported network", err, sandbox.NotSupported)
+}
+
+// testOptionalFeatures: every feature a provider does not claim is
+// refused as NotSupported, never half done; what it claims answers.
+func testOptionalFeatures(t *testing.T, h Harness) {
+	ctx, p, sb := fresh(t, h)
+	caps := p.Capabilities()
+	if !caps.Pause {
+		wantClass(t, "pause without Capabilities.Pause", sb.Pause(ctx), sandbox.NotSupported)
+		wantClass(t, "resume without Capabilities.Pause", sb.Resume(ctx), sandbox.NotSupported)
+	}
+	if !caps.Snapshot {
+		_, err := sb.Snapshot(ctx)
+		wantClass(t, "snapshot without Capabilities.Snapshot", err, sandbox.NotSupported)
+	}
+	_, err := sb.EnvdEndpoint(ctx)
+	if caps.Envd && err != nil {
+		t.Errorf("envd endpoint with Capabilities.Envd: %v", err)
+	}
+	if !caps.Envd {
+		wantClass(t, "envd endpoint without Capabilities.Envd", err, sandbox.NotSupported)
+	}
 }

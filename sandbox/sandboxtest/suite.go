@@ -14,27 +14,10 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// Feature names something a case needs beyond the required contracts; a
-// provider that lacks it lists it in Harness.Skip with the reason.
-type Feature string
-
-// Features a provider may lack.
-const (
-	// FeatureStdin: Command.Stdin reaches the process.
-	FeatureStdin Feature = "stdin"
-	// FeatureSignal: Process.Signal delivers SIGKILL.
-	FeatureSignal Feature = "signal"
-	// FeatureModeBits: WriteFile keeps permission bits and Stat reports them.
-	FeatureModeBits Feature = "mode-bits"
-	// FeatureList: List finds sandboxes by label.
-	FeatureList Feature = "list"
-	// FeatureExpiry: a sandbox is gone soon after the deadline SetTimeout set.
-	FeatureExpiry Feature = "expiry"
-	// FeatureLinks: Upload carries symlinks (drivers with TreeUploader).
-	FeatureLinks Feature = "links"
-)
-
-// Harness is what a provider hands the suite.
+// Harness is what a provider hands the suite. There is no list of cases to
+// skip: what a provider lacks, its Capabilities say (derived from its
+// driver's interfaces), and the cases of optional features check either
+// the feature or that the call is refused as NotSupported.
 type Harness struct {
 	// Open returns a fresh provider value each call; values share the
 	// backend, so a sandbox created through one is reachable through
@@ -43,9 +26,6 @@ type Harness struct {
 	// Spec is the base Spec of every sandbox the suite creates (image,
 	// resources); the suite adds labels, env and TTLs to a copy.
 	Spec func() sandbox.Spec
-	// Skip lists features the provider lacks, each with the reason that the
-	// skipped cases print.
-	Skip map[Feature]string
 	// ExpiryGrace is how long after its deadline an expired sandbox may
 	// still be seen; zero means 10s.
 	ExpiryGrace time.Duration
@@ -83,11 +63,6 @@ func Run(t *testing.T, h Harness) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					for _, f := range c.needs {
-						if why, ok := h.Skip[f]; ok {
-							t.Skipf("provider lacks %s: %s", f, why)
-						}
-					}
 					c.run(t, h)
 				})
 			}
@@ -96,9 +71,8 @@ func Run(t *testing.T, h Harness) {
 }
 
 type testCase struct {
-	name  string
-	needs []Feature
-	run   func(t *testing.T, h Harness)
+	name string
+	run  func(t *testing.T, h Harness)
 }
 
 // open returns a provider value that is closed when the test ends.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
@@ -109,7 +108,7 @@ func (g *Gate) Create(ctx context.Context, p *sandbox.Provider, spec sandbox.Spe
 		if err == nil {
 			return sb, release, nil
 		}
-		if attempt >= g.l.Retries || !Retryable(err) || ctx.Err() != nil {
+		if attempt >= g.l.Retries || !sandbox.Retryable(err) || ctx.Err() != nil {
 			release()
 			return nil, nil, err
 		}
@@ -138,16 +137,11 @@ func (g *Gate) createOnce(ctx context.Context, p *sandbox.Provider, spec sandbox
 	return p.Create(ctx, spec)
 }
 
-// RetryAfter is implemented by errors that carry the provider's advised
-// wait (an HTTP Retry-After header).
-type RetryAfter interface {
-	RetryAfter() time.Duration
-}
-
+// backoff is the provider's advised wait when its error carries one
+// (types.Error.RetryAfter), else the jittered exponential backoff.
 func (g *Gate) backoff(n int, err error) time.Duration {
-	var ra RetryAfter
-	if errors.As(err, &ra) && ra.RetryAfter() > 0 {
-		return ra.RetryAfter()
+	if d := sandbox.RetryAfterOf(err); d > 0 {
+		return d
 	}
 	return Backoff(n, g.l.BackoffBase, g.l.BackoffMax)
 }
@@ -159,46 +153,6 @@ func Backoff(n int, base, max time.Duration) time.Duration {
 		d = max
 	}
 	return time.Duration(float64(d) * (0.5 + rand.Float64()))
-}
-
-// throttleTexts are the words providers use for throttles when their error
-// has no class: "429", "too many requests", "rate limit", Daytona's
-// "throttler", "limit exceeded".
-var throttleTexts = []string{"429", "too many requests", "rate limit", "throttler", "limit exceeded"}
-
-// Retryable reports whether a create failure is worth another try: a
-// transient (Unavailable) or throttled (ResourceExhausted) class, or an
-// unclassified error whose text names a throttle. A used-up quota is
-// ResourceExhausted too, but waiting will not free it: drivers that can
-// tell it from a throttle wrap it with Permanent.
-func Retryable(err error) bool {
-	var p *permanent
-	if err == nil || errors.As(err, &p) {
-		return false
-	}
-	if c := sandbox.ClassOf(err); c != sandbox.Unknown {
-		return c.Retryable()
-	}
-	msg := strings.ToLower(err.Error())
-	for _, t := range throttleTexts {
-		if strings.Contains(msg, t) {
-			return true
-		}
-	}
-	return false
-}
-
-type permanent struct{ error }
-
-func (p *permanent) Unwrap() error { return p.error }
-
-// Permanent marks err as not worth retrying whatever its class; its
-// message and class are unchanged.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanent{err}
 }
 
 // Sleep waits d or until ctx ends, whichever is first; it returns ctx's

@@ -1,39 +1,94 @@
 package throttle
 
 import (
+	"context"
 	"errors"
-	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
-func TestRetryable(t *testing.T) {
-	cases := []struct {
-		err  error
-		want bool
+// failing is a driver whose every Create fails with err, counting them.
+type failing struct {
+	driver.Provider // nil: only Create and Capabilities are called
+	err             error
+	creates         atomic.Int32
+}
+
+func (f *failing) Create(context.Context, types.Spec) (driver.Sandbox, error) {
+	f.creates.Add(1)
+	return nil, f.err
+}
+
+func (f *failing) Capabilities() types.Capabilities {
+	return types.Capabilities{Networks: []types.NetworkMode{types.NetworkNone}}
+}
+
+func (f *failing) Close() error { return nil }
+
+// TestGateRetriesOnClassOnly: the gate retries a create on its class alone.
+// An unclassified error whose text reads like a throttle (an agent's own
+// "rate limit exceeded", a message quoting "429") is not retried, and
+// neither is a timed-out create. On 6f9918d the gate matched words in the
+// text ("429", "rate limit", "throttler", "limit exceeded") and retried the
+// first two cases: checked there, this test failed (3 creates, want 1).
+func TestGateRetriesOnClassOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		tries int32
 	}{
-		{sandbox.Errorf(sandbox.Unavailable, "connection reset"), true},
-		{sandbox.Errorf(sandbox.ResourceExhausted, "slow down"), true},
-		{Permanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded")), false},
-		{sandbox.Errorf(sandbox.InvalidArgument, "bad image"), false},
-		{sandbox.Errorf(sandbox.NotFound, "429 is in this id but the class decides"), false},
-		{errors.New("HTTP 429 Too Many Requests"), true},
-		{errors.New("daytona throttler: try later"), true},
-		{fmt.Errorf("create: %w", errors.New("rate limit reached")), true},
-		{errors.New("image not found"), false},
-		{nil, false},
+		{"text that reads like a throttle", errors.New("agent output: HTTP 429, rate limit exceeded"), 1},
+		{"a throttler named in the text", errors.New("daytona throttler: limit exceeded"), 1},
+		{"a timed-out create", sandbox.Errorf(sandbox.DeadlineExceeded, "create timed out"), 1},
+		{"a refused request", sandbox.Errorf(sandbox.InvalidArgument, "bad image"), 1},
+		{"a transient outage", sandbox.Errorf(sandbox.Unavailable, "connection reset"), 3},
+		{"a throttle", sandbox.Errorf(sandbox.ResourceExhausted, "slow down"), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &failing{err: tc.err}
+			p := sandbox.NewProvider("failing", d)
+			g := New(Limits{Retries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+			defer g.Close()
+			_, _, err := g.Create(context.Background(), p, sandbox.Spec{Image: "x"})
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			if n := d.creates.Load(); n != tc.tries {
+				t.Errorf("%v: %d creates, want %d", tc.err, n, tc.tries)
+			}
+		})
 	}
-	for _, c := range cases {
-		if got := Retryable(c.err); got != c.want {
-			t.Errorf("Retryable(%v) = %v, want %v", c.err, got, c.want)
-		}
+}
+
+// TestGateHonoursErrorFields: the wait the provider advised (the error's
+// RetryAfter) is waited out before the next try, and a Permanent error of a
+// retryable class is not retried.
+func TestGateHonoursErrorFields(t *testing.T) {
+	advised := 150 * time.Millisecond
+	d := &failing{err: types.WithRetryAfter(sandbox.Errorf(sandbox.ResourceExhausted, "slow down"), advised)}
+	p := sandbox.NewProvider("failing", d)
+	g := New(Limits{Retries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	defer g.Close()
+	start := time.Now()
+	if _, _, err := g.Create(context.Background(), p, sandbox.Spec{Image: "x"}); err == nil {
+		t.Fatal("create succeeded")
 	}
-	// Permanent keeps the class and the message.
-	p := Permanent(sandbox.Errorf(sandbox.ResourceExhausted, "quota"))
-	if !errors.Is(p, sandbox.ErrResourceExhausted) || p.Error() != "quota" {
-		t.Errorf("Permanent changed the error: %v", p)
+	if took := time.Since(start); d.creates.Load() != 2 || took < advised {
+		t.Errorf("%d creates in %v; want 2, the second after the advised %v", d.creates.Load(), took, advised)
+	}
+
+	d = &failing{err: types.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))}
+	p = sandbox.NewProvider("failing", d)
+	if _, _, err := g.Create(context.Background(), p, sandbox.Spec{Image: "x"}); !errors.Is(err, sandbox.ErrResourceExhausted) {
+		t.Fatalf("permanent: %v", err)
+	}
+	if n := d.creates.Load(); n != 1 {
+		t.Errorf("a permanent quota error was tried %d times", n)
 	}
 }
 

@@ -14,20 +14,53 @@ const (
 
 // Capabilities is what a provider can do, as plain data that tests, the
 // runner and the CLI read.
+//
+// There is one source for it: the driver. The first group is facts that
+// only the driver can state. The second group follows from the optional
+// interfaces of package sandbox/driver and is filled by driver.Derive from
+// the driver's own types, never written by hand: a registry entry or a
+// driver cannot claim a call that is not there.
 type Capabilities struct {
 	ResourceMode ResourceMode `json:"resource_mode"`
 	// Networks lists the network modes the provider can enforce.
 	Networks []NetworkMode `json:"networks"`
 	// BuildImage: the provider builds Spec.Build contexts.
 	BuildImage bool `json:"build_image"`
-	// Pause: sandboxes can be paused and resumed.
-	Pause bool `json:"pause"`
-	// Snapshot: a sandbox's file system can be saved as an image.
-	Snapshot bool `json:"snapshot"`
 	// GPUs: Spec.Resources.GPUs is honoured.
 	GPUs bool `json:"gpus"`
+	// Storage: Spec.Resources.StorageMB is enforced as a disk limit.
+	Storage bool `json:"storage"`
 	// MaxTTL is the longest TTL the provider accepts; zero means no limit.
 	MaxTTL time.Duration `json:"max_ttl,omitempty"`
+	// MinTimeout is the shortest deadline SetTimeout can set; shorter ones
+	// are rounded up to it (Daytona counts whole minutes). Zero: a second.
+	MinTimeout time.Duration `json:"min_timeout,omitempty"`
+
+	// Derived from the driver's interfaces (driver.Derive).
+
+	// SetTimeout: a sandbox's deadline moves after create (TimeoutSetter).
+	SetTimeout bool `json:"set_timeout"`
+	// Signal: a running command can be signalled (Signaler).
+	Signal bool `json:"signal"`
+	// Pause: sandboxes can be paused and resumed (Pauser).
+	Pause bool `json:"pause"`
+	// Snapshot: a sandbox's file system can be saved as an image
+	// (Snapshotter).
+	Snapshot bool `json:"snapshot"`
+	// TreeUpload: an uploaded tree is unpacked in one call, symlinks
+	// included (TreeUploader); without it trees go file by file and links
+	// are refused.
+	TreeUpload bool `json:"tree_upload"`
+	// TreeDownload: a tree is archived in one call (TreeDownloader);
+	// without it the tree is walked file by file (links still travel).
+	TreeDownload bool `json:"tree_download"`
+	// Envd: sandboxes answer the envd protocol themselves (EnvdServer).
+	Envd bool `json:"envd"`
+	// PrepareImage: images can be fetched or built ahead of create
+	// (ImagePreparer).
+	PrepareImage bool `json:"prepare_image"`
+	// Reap: the provider removes what dead sandboxes left (Reaper).
+	Reap bool `json:"reap"`
 }
 
 // Supports reports whether mode is in c.Networks.

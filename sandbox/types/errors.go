@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The closed set of error classes. Drivers wrap their native errors so that
@@ -77,7 +78,9 @@ func (c Class) Sentinel() error {
 }
 
 // Retryable reports whether an operation that failed with this class may
-// succeed if tried again later (transient failures and throttling).
+// succeed if tried again later (transient failures and throttling). An
+// error can still be Permanent within a retryable class: use the function
+// Retryable on errors.
 func (c Class) Retryable() bool { return c == Unavailable || c == ResourceExhausted }
 
 // ClassOf returns the class of err. A context deadline counts as
@@ -100,12 +103,23 @@ func ClassOf(err error) Class {
 
 // Error is the error type drivers and the wrappers return. It keeps the
 // cause (Err) and the class apart, so errors.Is matches both.
+//
+// RetryAfter and Permanent are what a retry loop needs besides the class:
+// the wait the provider advised, and whether waiting can help at all.
+// They are read through the error tree by RetryAfterOf and IsPermanent, so
+// wrapping an *Error in another keeps them.
 type Error struct {
 	Class     Class  // the class; Unknown when the cause was not classified
 	Op        string // the operation, e.g. "create", "exec", "read file"
 	Provider  string // the registry name of the provider, when known
 	SandboxID string // the sandbox the operation was on, when there is one
 	Err       error  // the cause; never nil
+	// RetryAfter is the wait the provider advised before another try (an
+	// HTTP Retry-After, an RPC retry policy); zero when it advised none.
+	RetryAfter time.Duration
+	// Permanent marks a failure that waiting does not cure although its
+	// class is retryable: a used-up quota, a full disk.
+	Permanent bool
 }
 
 func (e *Error) Error() string {
@@ -145,6 +159,89 @@ func Classify(c Class, err error) error {
 		return err
 	}
 	return &Error{Class: c, Err: err}
+}
+
+// WithRetryAfter returns err carrying the provider's advised wait d; its
+// class and text are unchanged. A nil err stays nil.
+func WithRetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	e := top(err)
+	e.RetryAfter = d
+	return e
+}
+
+// WithPermanent returns err marked as not worth retrying whatever its
+// class; its class and text are unchanged. A nil err stays nil.
+func WithPermanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := top(err)
+	e.Permanent = true
+	return e
+}
+
+// top returns a copy of err when it is an *Error, or a new *Error of err's
+// class around it, for the With functions to set a field on.
+func top(err error) *Error {
+	if e, ok := err.(*Error); ok {
+		c := *e
+		return &c
+	}
+	return &Error{Class: ClassOf(err), Err: err}
+}
+
+// RetryAfterOf returns the wait advised by the first *Error in err's tree
+// that carries one, or zero.
+func RetryAfterOf(err error) time.Duration {
+	var d time.Duration
+	walk(err, func(e *Error) bool {
+		d = e.RetryAfter
+		return d > 0
+	})
+	return d
+}
+
+// IsPermanent reports whether any *Error in err's tree is Permanent.
+func IsPermanent(err error) bool {
+	found := false
+	walk(err, func(e *Error) bool {
+		found = e.Permanent
+		return found
+	})
+	return found
+}
+
+// Retryable reports whether an operation that failed with err may succeed
+// if tried again: its class is retryable and it is not Permanent. It looks
+// at nothing else, least of all the error's text: a message that reads
+// "rate limit exceeded" (an agent's own output, say) is not a throttle.
+func Retryable(err error) bool {
+	return err != nil && ClassOf(err).Retryable() && !IsPermanent(err)
+}
+
+// walk calls f on every *Error in err's tree, depth first, until f
+// returns true.
+func walk(err error, f func(*Error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if e, ok := err.(*Error); ok && f(e) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return walk(u.Unwrap(), f)
+	case interface{ Unwrap() []error }:
+		for _, c := range u.Unwrap() {
+			if walk(c, f) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // IgnoreNotFound returns nil for errors of class NotFound: deleting what is

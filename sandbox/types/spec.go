@@ -50,7 +50,10 @@ type Resources struct {
 	MemoryMB  int
 	StorageMB int
 	GPUs      int
-	Limits    bool // enforce as limits rather than requests
+	// PIDs caps the processes and threads alive in the sandbox at once,
+	// where the provider has such a limit; zero is the provider's default.
+	PIDs   int64
+	Limits bool // enforce as limits rather than requests
 }
 
 // NetworkMode is the egress policy of a sandbox.
@@ -90,7 +93,7 @@ func (s *Spec) Validate() error {
 		return Errorf(InvalidArgument, "spec: image %q and a build are both set; choose one", s.Image)
 	case s.Build != nil && s.Build.ContextDir == "":
 		return Errorf(InvalidArgument, "spec: build needs a context directory")
-	case s.Resources.CPUs < 0, s.Resources.MemoryMB < 0, s.Resources.StorageMB < 0, s.Resources.GPUs < 0:
+	case s.Resources.CPUs < 0, s.Resources.MemoryMB < 0, s.Resources.StorageMB < 0, s.Resources.GPUs < 0, s.Resources.PIDs < 0:
 		return Errorf(InvalidArgument, "spec: resources must not be negative (%+v)", s.Resources)
 	case s.TTL < 0:
 		return Errorf(InvalidArgument, "spec: ttl %v is negative", s.TTL)

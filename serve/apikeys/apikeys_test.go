@@ -102,9 +102,20 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestIDRevealsNothingUsable: an ID holds no piece of its key. The key is
+// made of hex digits, so that a piece of it could show in the hex ID at
+// all (the check on 6f9918d used a key with '_' in the piece it looked
+// for, which no ID can hold: it could not fail). It is the whole hash,
+// stable, and differs for a key one byte longer.
 func TestIDRevealsNothingUsable(t *testing.T) {
-	k := "alpha_key_0123456789"
-	if id := ID(k); strings.Contains(id, k[:6]) || len(id) != len("key-")+8 || id != ID(k) || id == ID(k+"x") {
+	k := "0123456789abcdef0123456789abcdef"
+	id := ID(k)
+	for i := 0; i+8 <= len(k); i++ {
+		if strings.Contains(id, k[i:i+8]) {
+			t.Fatalf("ID %q holds %q of the key", id, k[i:i+8])
+		}
+	}
+	if len(id) != len("key-")+64 || id != ID(k) || id == ID(k+"0") {
 		t.Fatalf("ID %q", id)
 	}
 }
