@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
@@ -41,14 +42,14 @@ import (
 // BERTH_BENCH_TRIALS and BERTH_BENCH_CONCURRENCY override 200 and 16.
 func BenchmarkRolloutLocal(b *testing.B) {
 	testbin.NeedLocal(b)
-	c := qwen3(b)
+	c := rollouttest.Qwen3(b)
 	trials, conc := envInt("BERTH_BENCH_TRIALS", 200), envInt("BERTH_BENCH_CONCURRENCY", 16)
 	bin, err := testbin.Berth()
 	if err != nil {
 		b.Fatal(err)
 	}
 	tasks := b.TempDir()
-	copyTask(b, "../smoke/builtin-task", filepath.Join(tasks, "smoke"), "berth.local/busybox:latest")
+	rollouttest.CopyTask(b, os.DirFS("../smoke/builtin-task"), filepath.Join(tasks, "smoke"), "berth.local/busybox:latest")
 	// The smoke task's commands, timing themselves with bash's clock (the
 	// local image's date has no %N); the agent's shell is bash there too.
 	os.WriteFile(filepath.Join(tasks, "smoke/solution/solve.sh"), []byte("#!/bin/bash\ns=$EPOCHREALTIME\nmkdir -p /tmp/berth-smoke\necho berth > /tmp/berth-smoke/answer.txt\necho \"$s $EPOCHREALTIME\" > /logs/agent/solve-time\n"), 0o755)
@@ -62,7 +63,7 @@ func BenchmarkRolloutLocal(b *testing.B) {
 	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}, b.TempDir())
 	reg := builtin.Registry()
 
-	te, err := testengine.New(c.Tok, golden(b, tasks), testengine.Options{})
+	te, err := testengine.New(c.Tok, rollouttest.Golden(b, tasks), testengine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,9 +128,9 @@ func (e *engineTimes) add(key string, d time.Duration) {
 func (e *engineTimes) overheads(b *testing.B, jobDir string) (episodes, turns, own []float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, d := range trialDirs(b, jobDir) {
-		r := trialResult(b, d)
-		ss := readSamples(b, d)
+	for _, d := range rollouttest.TrialDirs(b, jobDir) {
+		r := rollouttest.TrialResult(b, d)
+		ss := rollouttest.ReadSamples(b, d)
 		fi, err := os.Stat(filepath.Join(d, "samples.jsonl"))
 		if err != nil || len(ss) != 1 {
 			b.Fatalf("%s: %v", d, err)

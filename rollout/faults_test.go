@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
+	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session/testengine"
 )
 
@@ -28,29 +29,29 @@ type fakeRun struct {
 	env   registry.Environ
 	tasks string
 	jobs  string
-	pe    *policyEngine
+	pe    *rollouttest.PolicyEngine
 }
 
 func newFakeRun(t *testing.T, script func(tasks string) testengine.Script) *fakeRun {
 	t.Helper()
-	qwen3(t)
+	rollouttest.Qwen3(t)
 	f := &fakeRun{reg: harbortest.Registry(t, nil), env: harbortest.Env(t), jobs: t.TempDir()}
-	f.tasks = writeTasks(t, "host")
-	f.pe = newPolicyEngine(t, script(f.tasks))
+	f.tasks = rollouttest.WriteTasks(t, "host", "../smoke/builtin-task")
+	f.pe = rollouttest.NewPolicyEngine(t, script(f.tasks))
 	return f
 }
 
 func (f *fakeRun) run(ctx context.Context, t *testing.T, mod func(*rollout.Config)) (*rollout.Result, error) {
 	t.Helper()
 	cfg := rollout.Config{
-		Job:      job.Config{JobName: "r", JobsDir: f.jobs, TasksPath: f.tasks, Backend: "fake", NConcurrent: 3, NAttempts: samplesPerTask},
+		Job:      job.Config{JobName: "r", JobsDir: f.jobs, TasksPath: f.tasks, Backend: "fake", NConcurrent: 3, NAttempts: rollouttest.SamplesPerTask},
 		Terminus: terminus.Options{Model: "policy", Shell: "pipe", RetryDelay: 20 * time.Millisecond},
 		Strict:   true,
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	res, err := rollout.Run(ctx, cfg, rollout.Options{Registry: f.reg, Env: f.env, Sessions: f.pe.client, TokenText: f.pe.tokenText})
+	res, err := rollout.Run(ctx, cfg, rollout.Options{Registry: f.reg, Env: f.env, Sessions: f.pe.Client, TokenText: f.pe.TokenText})
 	if res != nil && res.Rollout != nil {
 		var b strings.Builder
 		res.Rollout.Print(&b)
@@ -62,7 +63,7 @@ func (f *fakeRun) run(ctx context.Context, t *testing.T, mod func(*rollout.Confi
 // leftovers fails the test when a sandbox or a session outlived the run.
 func (f *fakeRun) leftovers(t *testing.T) {
 	t.Helper()
-	if n := f.pe.liveSessions(); n != 0 {
+	if n := f.pe.LiveSessions(); n != 0 {
 		t.Fatalf("%d sessions left open", n)
 	}
 	p, err := f.reg.Open(context.Background(), "fake", f.env, nil)
@@ -75,7 +76,9 @@ func (f *fakeRun) leftovers(t *testing.T) {
 	}
 }
 
-func (f *fakeRun) dirs(t *testing.T) []string { return trialDirs(t, filepath.Join(f.jobs, "r")) }
+func (f *fakeRun) dirs(t *testing.T) []string {
+	return rollouttest.TrialDirs(t, filepath.Join(f.jobs, "r"))
+}
 
 // A policy that does the wrong thing gets reward 0 on every trial, and its
 // samples are complete all the same.
@@ -89,14 +92,14 @@ func TestWrongPolicy(t *testing.T) {
 		t.Fatalf("summary %+v", res.Rollout)
 	}
 	for _, d := range f.dirs(t) {
-		if r := trialResult(t, d); r.ExceptionInfo != nil || r.VerifierResult == nil || r.Reward() != 0 {
+		if r := rollouttest.TrialResult(t, d); r.ExceptionInfo != nil || r.VerifierResult == nil || r.Reward() != 0 {
 			t.Fatalf("%s: %+v %+v", d, r.ExceptionInfo, r.VerifierResult)
 		}
-		s := readSamples(t, d)[0]
+		s := rollouttest.ReadSamples(t, d)[0]
 		if s.Status != "COMPLETED" || s.Metadata.ExitStatus != rollout.Submitted || *s.Reward != 0 {
 			t.Fatalf("%s: %s %s %v", d, s.Status, s.Metadata.ExitStatus, *s.Reward)
 		}
-		f.pe.checkSample(t, d, s)
+		f.pe.CheckSample(t, d, s)
 	}
 	f.leftovers(t)
 }
@@ -114,15 +117,15 @@ func TestContextOverrun(t *testing.T) {
 		t.Fatalf("summary %+v", res.Rollout)
 	}
 	for _, d := range f.dirs(t) {
-		r := trialResult(t, d)
+		r := rollouttest.TrialResult(t, d)
 		if r.ExceptionInfo == nil || r.ExceptionInfo.ExceptionType != string(trial.ContextLengthExceeded) || r.VerifierResult == nil {
 			t.Fatalf("%s: %+v", d, r.ExceptionInfo)
 		}
-		s := readSamples(t, d)[0]
+		s := rollouttest.ReadSamples(t, d)[0]
 		if s.Status != "TRUNCATED" || s.Metadata.ExitStatus != rollout.SequenceLengthLimitExceeded || len(s.Tokens) > 2048 {
 			t.Fatalf("%s: %s %s, %d tokens", d, s.Status, s.Metadata.ExitStatus, len(s.Tokens))
 		}
-		f.pe.checkSample(t, d, s)
+		f.pe.CheckSample(t, d, s)
 	}
 	f.leftovers(t)
 }
@@ -132,7 +135,7 @@ func TestContextOverrun(t *testing.T) {
 func TestEngineFailsOneTurn(t *testing.T) {
 	var failed atomic.Int32
 	f := newFakeRun(t, func(tasks string) testengine.Script {
-		return policy.Failing(golden(t, tasks), func(c testengine.Call) bool {
+		return policy.Failing(rollouttest.Golden(t, tasks), func(c testengine.Call) bool {
 			if c.N == 2 {
 				failed.Add(1)
 				return true
@@ -148,7 +151,7 @@ func TestEngineFailsOneTurn(t *testing.T) {
 		t.Fatalf("%d failures; summary %+v", failed.Load(), res.Rollout)
 	}
 	for _, d := range f.dirs(t) {
-		r := trialResult(t, d)
+		r := rollouttest.TrialResult(t, d)
 		if r.ExceptionInfo != nil || r.Reward() != 1 {
 			t.Fatalf("%s: %+v reward %v", d, r.ExceptionInfo, r.Reward())
 		}
@@ -156,7 +159,7 @@ func TestEngineFailsOneTurn(t *testing.T) {
 		if a := turns[1].(map[string]any)["attempts"]; a != float64(2) {
 			t.Fatalf("%s: the failed turn took %v attempts", d, a)
 		}
-		f.pe.checkSample(t, d, readSamples(t, d)[0])
+		f.pe.CheckSample(t, d, rollouttest.ReadSamples(t, d)[0])
 	}
 	f.leftovers(t)
 }
@@ -168,7 +171,7 @@ func TestSandboxDeletedMidEpisode(t *testing.T) {
 	var f *fakeRun
 	var once sync.Map
 	f = newFakeRun(t, func(tasks string) testengine.Script {
-		g := golden(t, tasks)
+		g := rollouttest.Golden(t, tasks)
 		return func(c testengine.Call) testengine.Reply {
 			if c.N == 2 && strings.Contains(string(c.Body["messages"]), "/app/total.sh") {
 				if _, done := once.LoadOrStore(c.RoutingKey, true); !done {
@@ -192,8 +195,8 @@ func TestSandboxDeletedMidEpisode(t *testing.T) {
 	}
 	aborted := 0
 	for _, d := range f.dirs(t) {
-		r := trialResult(t, d)
-		s := readSamples(t, d)[0]
+		r := rollouttest.TrialResult(t, d)
+		s := rollouttest.ReadSamples(t, d)[0]
 		if strings.HasPrefix(filepath.Base(d), "csv-total") {
 			aborted++
 			if r.ExceptionInfo == nil || r.ExceptionInfo.ExceptionType != string(trial.EnvironmentError) {
@@ -208,7 +211,7 @@ func TestSandboxDeletedMidEpisode(t *testing.T) {
 			t.Fatalf("%s: %+v reward %v status %s", d, r.ExceptionInfo, r.Reward(), s.Status)
 		}
 	}
-	if aborted != samplesPerTask || len(res.Rollout.Aborted) != samplesPerTask || res.Rollout.Samples != 6 {
+	if aborted != rollouttest.SamplesPerTask || len(res.Rollout.Aborted) != rollouttest.SamplesPerTask || res.Rollout.Samples != 6 {
 		t.Fatalf("%d aborted trials; summary %+v", aborted, res.Rollout)
 	}
 	f.leftovers(t)
@@ -245,7 +248,7 @@ func TestCancelledRollout(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d, "result.json")); err != nil {
 			t.Fatal(err)
 		}
-		if s := readSamples(t, d)[0]; s.Status != "ABORTED" || !strings.Contains(s.Metadata.AbortReason, "CancelledError") {
+		if s := rollouttest.ReadSamples(t, d)[0]; s.Status != "ABORTED" || !strings.Contains(s.Metadata.AbortReason, "CancelledError") {
 			t.Fatalf("%s: %s %q", d, s.Status, s.Metadata.AbortReason)
 		}
 	}

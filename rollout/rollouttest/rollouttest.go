@@ -1,11 +1,13 @@
-package rollout_test
+package rollouttest
 
 import (
 	"bufio"
 	"context"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,7 +21,6 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/hfref"
 	"github.com/berth-sh/berth/results"
-	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
@@ -33,8 +34,8 @@ var (
 	codecErr  error
 )
 
-// qwen3 is Qwen3's real tokenizer and template (the npm reference package).
-func qwen3(t testing.TB) *tito.Codec {
+// Qwen3 is Qwen3's real tokenizer and template (the npm reference package).
+func Qwen3(t testing.TB) *tito.Codec {
 	t.Helper()
 	dir := hfref.RequireQwen3(t)
 	codecOnce.Do(func() { codec, codecErr = tito.LoadCodec(dir, "qwen3", "") })
@@ -44,25 +45,26 @@ func qwen3(t testing.TB) *tito.Codec {
 	return codec
 }
 
-// policyEngine is the test engine behind a session server, both on
+// PolicyEngine is the test engine behind a session server, both on
 // loopback. It remembers every reply it gave, by session, so that tests
 // know which tokens the model produced.
-type policyEngine struct {
-	t      testing.TB
-	codec  *tito.Codec
-	eng    *testengine.Engine
-	srv    *session.Server
-	url    string
-	client *session.Client
+type PolicyEngine struct {
+	t     testing.TB
+	codec *tito.Codec
+	eng   *testengine.Engine
+	srv   *session.Server
+	url   string
+	// Client is the session server's client.
+	Client *session.Client
 
 	mu      sync.Mutex
 	replies map[string]map[string]string // session -> prompt ids (as a key) -> reply text
 }
 
-func newPolicyEngine(t testing.TB, script testengine.Script) *policyEngine {
+func NewPolicyEngine(t testing.TB, script testengine.Script) *PolicyEngine {
 	t.Helper()
-	c := qwen3(t)
-	pe := &policyEngine{t: t, codec: c, replies: map[string]map[string]string{}}
+	c := Qwen3(t)
+	pe := &PolicyEngine{t: t, codec: c, replies: map[string]map[string]string{}}
 	recording := func(call testengine.Call) testengine.Reply {
 		rep := script(call)
 		if rep.Status == 0 || rep.Status == http.StatusOK {
@@ -91,17 +93,17 @@ func newPolicyEngine(t testing.TB, script testengine.Script) *policyEngine {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); srv.Close() })
-	pe.eng, pe.srv, pe.url, pe.client = te, srv, ts.URL, &session.Client{BaseURL: ts.URL}
+	pe.eng, pe.srv, pe.url, pe.Client = te, srv, ts.URL, &session.Client{BaseURL: ts.URL}
 	return pe
 }
 
-func (pe *policyEngine) tokenText(id int) string {
+func (pe *PolicyEngine) TokenText(id int) string {
 	s, _ := pe.codec.Tok.Decode([]int{id}, false)
 	return s
 }
 
-// liveSessions reads the server's berth_session_sessions gauge.
-func (pe *policyEngine) liveSessions() int {
+// LiveSessions reads the server's berth_session_sessions gauge.
+func (pe *PolicyEngine) LiveSessions() int {
 	pe.t.Helper()
 	resp, err := http.Get(pe.url + "/metrics")
 	if err != nil {
@@ -120,21 +122,29 @@ func (pe *policyEngine) liveSessions() int {
 	return 0
 }
 
-// writeTasks copies the smoke task and the TB2-style test tasks into a
-// new tasks directory, on image.
-func writeTasks(t testing.TB, image string) string {
+// tasks are the TB2-style test tasks (without docker_image).
+//
+//go:embed tasks
+var tasks embed.FS
+
+// WriteTasks writes the smoke task (from its directory, smoke/builtin-task)
+// and the TB2-style test tasks into a new tasks directory, on image.
+func WriteTasks(t testing.TB, image, smokeTask string) string {
 	t.Helper()
 	dir := t.TempDir()
-	copyTask(t, "../smoke/builtin-task", filepath.Join(dir, "smoke"), image)
+	CopyTask(t, os.DirFS(smokeTask), filepath.Join(dir, "smoke"), image)
 	for _, n := range []string{"csv-total", "pack-project"} {
-		copyTask(t, filepath.Join("testdata/tasks", n), filepath.Join(dir, n), image)
+		sub, _ := fs.Sub(tasks, "tasks/"+n)
+		CopyTask(t, sub, filepath.Join(dir, n), image)
 	}
 	return dir
 }
 
-func copyTask(t testing.TB, from, to, image string) {
+// CopyTask copies a task directory whose task.toml ends with its
+// [environment] table, adding docker_image there.
+func CopyTask(t testing.TB, from fs.FS, to, image string) {
 	t.Helper()
-	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+	if err := os.CopyFS(to, from); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"solution/solve.sh", "tests/test.sh"} {
@@ -145,12 +155,11 @@ func copyTask(t testing.TB, from, to, image string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	// [environment] is the last table of every test task.
 	fmt.Fprintf(f, "docker_image = %q\n", image)
 }
 
-// golden is the golden policy over the tasks in dir.
-func golden(t testing.TB, dir string) testengine.Script {
+// Golden is the golden policy over the tasks in dir.
+func Golden(t testing.TB, dir string) testengine.Script {
 	t.Helper()
 	tasks, err := task.LoadDir(dir)
 	if err != nil {
@@ -163,8 +172,8 @@ func golden(t testing.TB, dir string) testengine.Script {
 	return policy.Golden(tasks, sol)
 }
 
-// trialDirs lists the job's trial directories.
-func trialDirs(t testing.TB, jobDir string) []string {
+// TrialDirs lists the job's trial directories.
+func TrialDirs(t testing.TB, jobDir string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(jobDir, "*__*"))
 	if err != nil {
@@ -174,7 +183,7 @@ func trialDirs(t testing.TB, jobDir string) []string {
 	return m
 }
 
-func readJSON(t testing.TB, p string, v any) {
+func ReadJSON(t testing.TB, p string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -185,8 +194,8 @@ func readJSON(t testing.TB, p string, v any) {
 	}
 }
 
-// sampleLine is a samples.jsonl line as the tests read it.
-type sampleLine struct {
+// Sample is a samples.jsonl line as the tests read it.
+type Sample struct {
 	Tokens     []int     `json:"tokens"`
 	TokenTexts []string  `json:"token_texts"`
 	LossMask   []int     `json:"loss_mask"`
@@ -205,7 +214,7 @@ type sampleLine struct {
 	} `json:"metadata"`
 }
 
-func readSamples(t testing.TB, dir string) []sampleLine {
+func ReadSamples(t testing.TB, dir string) []Sample {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, results.SamplesFile))
 	if err != nil {
@@ -226,11 +235,11 @@ func readSamples(t testing.TB, dir string) []sampleLine {
 		}
 	}
 	f.Seek(0, 0)
-	var out []sampleLine
+	var out []Sample
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var l sampleLine
+		var l Sample
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}
@@ -239,10 +248,10 @@ func readSamples(t testing.TB, dir string) []sampleLine {
 	return out
 }
 
-// checkSample checks a completed sample against what the model said and
+// CheckSample checks a completed sample against what the model said and
 // the trajectory: the loss mask is 1 exactly on the tokens the model
 // produced, and the tokens decode to the conversation the agent had.
-func (pe *policyEngine) checkSample(t testing.TB, dir string, s sampleLine) {
+func (pe *PolicyEngine) CheckSample(t testing.TB, dir string, s Sample) {
 	t.Helper()
 	n := len(s.Tokens)
 	if len(s.LossMask) != len(s.LogProbs) || len(s.LossMask) > n || len(s.TokenTexts) != n {
@@ -298,7 +307,7 @@ func (pe *policyEngine) checkSample(t testing.TB, dir string, s sampleLine) {
 			} `json:"observation"`
 		} `json:"steps"`
 	}
-	readJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
+	ReadJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
 	var msgs []tito.Message
 	add := func(role, content string) {
 		raw, _ := json.Marshal(map[string]string{"role": role, "content": content})
@@ -339,12 +348,10 @@ func (pe *policyEngine) checkSample(t testing.TB, dir string, s sampleLine) {
 	}
 }
 
-// trialResult reads a trial's result.json.
-func trialResult(t testing.TB, dir string) *trial.Result {
+// TrialResult reads a trial's result.json.
+func TrialResult(t testing.TB, dir string) *trial.Result {
 	t.Helper()
 	var r trial.Result
-	readJSON(t, filepath.Join(dir, "result.json"), &r)
+	ReadJSON(t, filepath.Join(dir, "result.json"), &r)
 	return &r
 }
-
-var _ = rollout.Submitted
