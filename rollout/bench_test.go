@@ -15,6 +15,7 @@ import (
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
+	"github.com/berth-sh/berth/internal/benchstat"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
@@ -43,7 +44,7 @@ import (
 func BenchmarkRolloutLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	c := rollouttest.Qwen3(b)
-	trials, conc := envInt("BERTH_BENCH_TRIALS", 200), envInt("BERTH_BENCH_CONCURRENCY", 16)
+	trials, conc := benchstat.EnvInt("BERTH_BENCH_TRIALS", 200), benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 16)
 	bin, err := testbin.Berth()
 	if err != nil {
 		b.Fatal(err)
@@ -100,13 +101,13 @@ func BenchmarkRolloutLocal(b *testing.B) {
 		}
 		ep, turn, own := et.overheads(b, filepath.Join(jobs, "bench"))
 		b.ReportMetric(wall.Seconds(), "s/rollout")
-		b.ReportMetric(pct(ep, 0.5), "ms-episode-p50")
-		b.ReportMetric(pct(ep, 0.95), "ms-episode-p95")
-		b.ReportMetric(pct(turn, 0.5), "ms-turn-p50")
-		b.ReportMetric(pct(turn, 0.95), "ms-turn-p95")
-		b.ReportMetric(pct(own, 0.5), "ms-rollout-only-p50")
+		b.ReportMetric(benchstat.Percentile(ep, 0.5), "ms-episode-p50")
+		b.ReportMetric(benchstat.Percentile(ep, 0.95), "ms-episode-p95")
+		b.ReportMetric(benchstat.Percentile(turn, 0.5), "ms-turn-p50")
+		b.ReportMetric(benchstat.Percentile(turn, 0.95), "ms-turn-p95")
+		b.ReportMetric(benchstat.Percentile(own, 0.5), "ms-rollout-only-p50")
 		b.Logf("%d rollouts at -n %d: %.1f s; berth per episode p50 %.1f ms p95 %.1f ms (rollout-only p50 %.1f ms p95 %.1f ms); per turn p50 %.2f ms p95 %.2f ms (%d turns); phases %+v",
-			trials, conc, wall.Seconds(), pct(ep, 0.5), pct(ep, 0.95), pct(own, 0.5), pct(own, 0.95), pct(turn, 0.5), pct(turn, 0.95), len(turn), res.Summary.Phases)
+			trials, conc, wall.Seconds(), benchstat.Percentile(ep, 0.5), benchstat.Percentile(ep, 0.95), benchstat.Percentile(own, 0.5), benchstat.Percentile(own, 0.95), benchstat.Percentile(turn, 0.5), benchstat.Percentile(turn, 0.95), len(turn), res.Summary.Phases)
 	}
 }
 
@@ -179,19 +180,4 @@ func cmdTime(p string) time.Duration {
 		return 0
 	}
 	return time.Duration((e - s) * float64(time.Second))
-}
-
-func pct(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(float64(len(sorted)-1)*q+0.5)]
-}
-
-func envInt(name string, def int) int {
-	var v int
-	if _, err := fmt.Sscan(os.Getenv(name), &v); err == nil && v > 0 {
-		return v
-	}
-	return def
 }

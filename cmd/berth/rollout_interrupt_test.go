@@ -22,17 +22,8 @@ import (
 // session server of its own leaves no sandbox and no open session, and the
 // trials that ran have ABORTED samples.
 func TestRolloutInterrupted(t *testing.T) {
-	testbin.NeedLocal(t)
+	bin, state := localState(t)
 	tok := hfref.RequireQwen3(t)
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := os.MkdirTemp("", "berth-cli-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeState(state, bin) })
 	env := append(os.Environ(), "BERTH_STATE_DIR="+state, "BERTH_AGENT_BINARY="+bin)
 
 	// The session server, with the echoing test engine: the agent's turns
@@ -101,6 +92,23 @@ func TestRolloutInterrupted(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(jobs, "ctrlc", "rollout.json")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// localState skips without root and runc, and returns the static berth
+// binary and a local state dir that is emptied and removed after the test.
+func localState(t *testing.T) (bin, state string) {
+	t.Helper()
+	testbin.NeedLocal(t)
+	bin, err := testbin.Berth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Short: the agents' socket paths live under it (108-byte limit).
+	if state, err = os.MkdirTemp("", "berth-cli-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeState(state, bin) })
+	return bin, state
 }
 
 // metric reads one series of a Prometheus /metrics page.

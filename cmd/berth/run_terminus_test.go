@@ -14,7 +14,6 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/internal/hfref"
-	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout/policy"
@@ -31,20 +30,11 @@ const terminusKey = "sk-SECRET-run-terminus-71aa"
 // trajectory in each trial; the key from --api-key-file reaches the
 // endpoint and nothing else.
 func TestRunTerminus(t *testing.T) {
-	testbin.NeedLocal(t)
+	bin, state := localState(t)
 	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := os.MkdirTemp("", "berth-cli-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeState(state, bin) })
 
 	work := t.TempDir()
 	tasksDir := filepath.Join(work, "tasks")

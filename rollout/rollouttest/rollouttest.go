@@ -296,17 +296,7 @@ func (pe *PolicyEngine) CheckSample(t testing.TB, dir string, s Sample) {
 	}
 	// The tokens decode to the conversation in agent/trajectory.json,
 	// rendered with the model's template.
-	var traj struct {
-		Steps []struct {
-			Source      string `json:"source"`
-			Message     string `json:"message"`
-			Observation *struct {
-				Results []struct {
-					Content string `json:"content"`
-				} `json:"results"`
-			} `json:"observation"`
-		} `json:"steps"`
-	}
+	var traj results.Trajectory // as berth view reads it
 	ReadJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
 	var msgs []tito.Message
 	add := func(role, content string) {
@@ -320,11 +310,11 @@ func (pe *PolicyEngine) CheckSample(t testing.TB, dir string, s Sample) {
 	for _, st := range traj.Steps {
 		switch st.Source {
 		case "system", "user":
-			add(st.Source, st.Message)
+			add(st.Source, st.Message())
 		case "agent":
-			add("assistant", st.Message)
-			if st.Observation != nil {
-				add("user", st.Observation.Results[0].Content)
+			add("assistant", st.Message())
+			if obs := st.Observations(); len(obs) > 0 {
+				add("user", obs[0].Content)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // bootShell starts bash when the image has it, else sh, with stderr merged
@@ -203,7 +204,7 @@ func (p *pipe) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 	}
 	if seen, _, _ := p.out.state(); seen >= p.sent {
 		// Nothing runs: the keys went to the shell's line, give output a moment.
-		return true, waitFor(ctx, min(wait, 50*time.Millisecond))
+		return true, throttle.Sleep(ctx, min(wait, 50*time.Millisecond))
 	}
 	return p.waitIdle(ctx, wait)
 }

@@ -124,18 +124,3 @@ func runeStart(s string, i int) int {
 	}
 	return i
 }
-
-// waitFor sleeps d or until ctx ends.
-func waitFor(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 type tmux struct {
@@ -83,7 +84,7 @@ func (t *tmux) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 	case interrupt:
 		return t.waitLine(ctx, wait, typeAgain)
 	case t.seen >= t.sent:
-		return true, waitFor(ctx, min(wait, 50*time.Millisecond))
+		return true, throttle.Sleep(ctx, min(wait, 50*time.Millisecond))
 	}
 	return t.waitLine(ctx, wait, typeNone) // keys for what runs
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -182,30 +183,16 @@ func solves(t *testing.T, sh string) {
 	if turns[0].Commands != 2 || turns[0].ToolSeconds <= 0 || turns[0].GenerationSeconds <= 0 || turns[0].Attempts != 1 {
 		t.Fatalf("turn metrics %+v", turns[0])
 	}
-	var traj struct {
-		Steps []struct {
-			Source    string `json:"source"`
-			Message   string `json:"message"`
-			ToolCalls []struct {
-				Function  string          `json:"function_name"`
-				Arguments json.RawMessage `json:"arguments"`
-			} `json:"tool_calls"`
-			Observation *struct {
-				Results []struct {
-					Content string `json:"content"`
-				} `json:"results"`
-			} `json:"observation"`
-		} `json:"steps"`
-	}
+	var traj results.Trajectory // as berth view reads it
 	if err := json.Unmarshal(rep.Files["trajectory.json"], &traj); err != nil {
 		t.Fatal(err)
 	}
 	if len(traj.Steps) != 5 || traj.Steps[0].Source != "system" || traj.Steps[2].Source != "agent" ||
-		traj.Steps[2].ToolCalls[0].Function != "bash_command" || !strings.Contains(string(traj.Steps[2].ToolCalls[0].Arguments), "keystrokes") {
+		traj.Steps[2].ToolCalls[0].Function != "bash_command" || traj.Steps[2].ToolCalls[0].Command() != "echo hello > out.txt\n" {
 		t.Fatalf("trajectory: %s", rep.Files["trajectory.json"])
 	}
 	// The observation recorded is exactly the next user message.
-	if traj.Steps[2].Observation.Results[0].Content != second[len(second)-1]["content"] {
+	if traj.Steps[2].Observations()[0].Content != second[len(second)-1]["content"] {
 		t.Fatal("the trajectory's observation differs from what the model got")
 	}
 	checkNoKey(t, a, err)
