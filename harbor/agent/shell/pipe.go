@@ -71,8 +71,13 @@ func (p *pipe) start(ctx context.Context) error {
 		return err
 	}
 	if idle, err := p.waitIdle(ctx, startTimeout); err != nil || !idle {
-		if err == nil {
-			err = sandbox.Errorf(sandbox.Unavailable, "the shell did not start within %v", startTimeout)
+		select {
+		case <-p.done:
+			err = fmt.Errorf("starting the shell: %w", p.exitError())
+		default:
+			if err == nil {
+				err = sandbox.Errorf(sandbox.Unavailable, "the shell did not start within %v", startTimeout)
+			}
 		}
 		p.kill()
 		return err
