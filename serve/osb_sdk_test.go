@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
@@ -41,22 +40,11 @@ func nodeOSB(t testing.TB) string {
 // runOSB runs scenario.mjs in mode against e, creating image.
 func (e *testEnv) runOSB(node, mode, image string, extra ...string) string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "scenario.mjs", mode)
-	cmd.Dir = osbSDKDir
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + e.t.TempDir(),
+	return e.runScenario(node, osbSDKDir, "OpenSandbox SDK", mode, append([]string{
 		"OSB_DOMAIN=" + strings.TrimPrefix(e.url, "http://"),
 		"OSB_API_KEY=" + testKey,
 		"OSB_IMAGE=" + image,
-	}, extra...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		e.t.Fatalf("OpenSandbox SDK scenario (%s): %v\n%s", mode, err, out)
-	}
-	return string(out)
+	}, extra...))
 }
 
 // osbBackends are the providers the OpenSandbox SDK scenario runs over,
@@ -157,22 +145,13 @@ func TestOpenSandboxSDKScenario(t *testing.T) {
 	for _, be := range osbBackends {
 		t.Run(be.name, func(t *testing.T) {
 			e, image := be.newEnv(t)
-			out := e.runOSB(node, "scenario", image)
-			for _, want := range []string{
+			e.checkScenario(e.runOSB(node, "scenario", image),
 				"ok create with resource limits and metadata, then the endpoint lookup",
 				"ok a foreground command with output and a non-zero exit code",
 				"ok a background command with status and logs",
 				"ok upload and download of a 5 MB file",
 				"ok get, then delete",
-				"PASS",
-			} {
-				if !strings.Contains(out, want+"\n") {
-					t.Fatalf("no %q in the scenario's output:\n%s", want, out)
-				}
-			}
-			if n := e.s.st.live(); n != 0 {
-				t.Fatalf("%d sandboxes left after the scenario", n)
-			}
+			)
 			eventually(t, "the provider has no sandbox left", func() bool {
 				infos, err := e.p.List(context.Background(), nil)
 				return err == nil && len(infos) == 0

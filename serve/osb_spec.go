@@ -94,17 +94,7 @@ func (s *Server) osbResources(limits map[string]string) (sandbox.Resources, erro
 	if res.GPUs > 0 {
 		return res, sandbox.Errorf(sandbox.NotSupported, "resourceLimits: GPUs are not served by berth serve")
 	}
-	d := s.opts.Resources
-	if res.CPUs == 0 {
-		res.CPUs = d.CPUs
-	}
-	if res.MemoryMB == 0 {
-		res.MemoryMB = d.MemoryMB
-	}
-	if res.StorageMB == 0 {
-		res.StorageMB = d.StorageMB
-	}
-	res.PIDs, res.Limits = d.PIDs, true
+	res = defaulted(res, s.opts.Resources) // pids: the server's, never asked
 	if over := (usage{}).plus(res, 1).over(math.MaxInt, s.opts.KeyCeiling); over != "" {
 		return res, sandbox.Errorf(sandbox.InvalidArgument, "resourceLimits: one sandbox would hold %s; ask for less", over)
 	}

@@ -115,6 +115,20 @@ function pct(xs, q) {
   return s[Math.max(0, Math.ceil(q * s.length) - 1)]
 }
 
+// timeRuns times runs commands.run('true') on one new sandbox.
+async function timeRuns(runs) {
+  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
+  await sbx.commands.run('true')
+  const execs = []
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now()
+    await sbx.commands.run('true')
+    execs.push(performance.now() - t0)
+  }
+  await sbx.kill()
+  return execs
+}
+
 async function bench() {
   const creates = []
   const n = Number(process.env.BENCH_CREATES) || 20
@@ -136,15 +150,7 @@ async function bench() {
     offline.push(performance.now() - t0)
     await s.kill()
   }
-  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
-  await sbx.commands.run('true')
-  const execs = []
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now()
-    await sbx.commands.run('true')
-    execs.push(performance.now() - t0)
-  }
-  await sbx.kill()
+  const execs = await timeRuns(runs)
   const round = (x) => Math.round(x * 100) / 100
   console.log(JSON.stringify({
     sdk: sdkName, creates: n, runs,
@@ -171,15 +177,7 @@ async function benchFirst() {
     firsts.push(performance.now() - t0)
     await s.kill()
   }
-  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
-  await sbx.commands.run('true')
-  const execs = []
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now()
-    await sbx.commands.run('true')
-    execs.push(performance.now() - t0)
-  }
-  await sbx.kill()
+  const execs = await timeRuns(runs)
   const round = (x) => Math.round(x * 100) / 100
   console.log(JSON.stringify({
     sdk: sdkName, creates: n, runs,
