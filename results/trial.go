@@ -23,10 +23,11 @@ const (
 
 // Episode exit statuses, as the smoke episode and rollouts name them.
 const (
-	ExitSubmitted         = "Submitted"
-	ExitTimeLimitExceeded = "TimeLimitExceeded"
-	ExitAgentError        = "AgentError"
-	ExitCancelled         = "Cancelled"
+	ExitSubmitted                   = trial.ExitSubmitted
+	ExitTimeLimitExceeded           = trial.ExitTimeLimitExceeded
+	ExitSequenceLengthLimitExceeded = trial.ExitSequenceLengthLimitExceeded
+	ExitAgentError                  = trial.ExitAgentError
+	ExitCancelled                   = trial.ExitCancelled
 )
 
 // Trial is one row of a job: what result.json says, flattened for tables.
@@ -80,7 +81,7 @@ func parseTrial(tr *Trial, txt *Text) {
 	if r.ExceptionInfo != nil {
 		tr.ErrorType = r.ExceptionInfo.ExceptionType
 	}
-	tr.ExitStatus = exitStatus(&r)
+	tr.ExitStatus = r.ExitStatus()
 	tr.Phases = make([]time.Duration, len(PhaseNames))
 	for i, p := range phaseTimings(&r) {
 		tr.Phases[i] = -1
@@ -95,29 +96,6 @@ func parseTrial(tr *Trial, txt *Text) {
 
 func phaseTimings(r *trial.Result) []*trial.Timing {
 	return []*trial.Timing{r.EnvironmentSetup, r.AgentSetup, r.AgentExecution, r.Verifier, r.Teardown}
-}
-
-// timeLimits are the failures that end an episode as TimeLimitExceeded.
-var timeLimits = map[trial.Kind]bool{
-	trial.EnvironmentStartTimeout: true, trial.AgentSetupTimeout: true,
-	trial.AgentTimeout: true, trial.VerifierTimeout: true,
-}
-
-// exitStatus names how the episode ended: a time limit, a cancel, the
-// verifier's verdict (Submitted), or an agent error.
-func exitStatus(r *trial.Result) string {
-	if e := r.ExceptionInfo; e != nil {
-		if timeLimits[trial.Kind(e.ExceptionType)] {
-			return ExitTimeLimitExceeded
-		}
-		if trial.Kind(e.ExceptionType) == trial.Cancelled {
-			return ExitCancelled
-		}
-	}
-	if r.VerifierResult != nil {
-		return ExitSubmitted
-	}
-	return ExitAgentError
 }
 
 // pendingTrial is a trial directory without result.json: running, or

@@ -14,10 +14,10 @@ import (
 
 // Exit statuses of an episode, as Miles names them.
 const (
-	Submitted                   = "Submitted"
-	TimeLimitExceeded           = "TimeLimitExceeded"
-	SequenceLengthLimitExceeded = "SequenceLengthLimitExceeded"
-	AgentError                  = "AgentError"
+	Submitted                   = trial.ExitSubmitted
+	TimeLimitExceeded           = trial.ExitTimeLimitExceeded
+	SequenceLengthLimitExceeded = trial.ExitSequenceLengthLimitExceeded
+	AgentError                  = trial.ExitAgentError
 )
 
 // SafetensorsFile holds a trial's samples in Miles's wire format.
@@ -26,18 +26,6 @@ const SafetensorsFile = "samples.safetensors"
 // collectTimeout bounds collecting and deleting one session.
 const collectTimeout = 2 * time.Minute
 
-// infraKinds are trial failures of the infrastructure, not of the policy:
-// their samples are ABORTED.
-var infraKinds = map[trial.Kind]bool{
-	trial.EnvironmentError: true, trial.VerifierError: true, trial.ModelError: true,
-	trial.Cancelled: true, trial.InvalidTask: true,
-}
-
-var timeKinds = map[trial.Kind]bool{
-	trial.EnvironmentStartTimeout: true, trial.AgentSetupTimeout: true,
-	trial.AgentTimeout: true, trial.VerifierTimeout: true,
-}
-
 // outcome is how a trial ended, for its samples.
 type outcome struct {
 	exitStatus  string
@@ -45,21 +33,11 @@ type outcome struct {
 }
 
 func outcomeOf(r *trial.Result) outcome {
-	o := outcome{exitStatus: AgentError}
-	e := r.ExceptionInfo
-	var kind trial.Kind
-	if e != nil {
-		kind = trial.Kind(e.ExceptionType)
+	o := outcome{exitStatus: r.ExitStatus()}
+	if o.exitStatus == trial.ExitCancelled {
+		o.exitStatus = AgentError // not one of Miles' statuses; the samples say ABORTED
 	}
-	switch {
-	case timeKinds[kind]:
-		o.exitStatus = TimeLimitExceeded
-	case kind == trial.ContextLengthExceeded:
-		o.exitStatus = SequenceLengthLimitExceeded
-	case r.VerifierResult != nil && (e == nil || !infraKinds[kind]):
-		o.exitStatus = Submitted
-	}
-	if e != nil && (infraKinds[kind] || r.Retryable()) {
+	if e := r.ExceptionInfo; e != nil && (trial.Kind(e.ExceptionType).Infrastructure() || r.Retryable()) {
 		o.abortReason = e.ExceptionMessage // "<type>: <message>"
 	}
 	return o

@@ -46,9 +46,9 @@ type Options struct {
 
 // Exit statuses of an episode.
 const (
-	Submitted         = "Submitted"
-	TimeLimitExceeded = "TimeLimitExceeded"
-	AgentError        = "AgentError"
+	Submitted         = trial.ExitSubmitted
+	TimeLimitExceeded = trial.ExitTimeLimitExceeded
+	AgentError        = trial.ExitAgentError
 )
 
 // Report is the outcome of a smoke run.
@@ -211,28 +211,13 @@ func report(o Options, backend string, t *task.Task, r *trial.Result) *Report {
 	}
 	rep.Total = r.FinishedAt.Sub(r.StartedAt)
 	rep.TotalSec = rep.Total.Seconds()
-	rep.ExitStatus = exitStatus(r)
+	rep.ExitStatus = r.ExitStatus()
 	if r.ExceptionInfo != nil {
 		rep.Exception = r.ExceptionInfo.ExceptionType
 		rep.Message = r.ExceptionInfo.ExceptionMessage
 	}
 	rep.Pass = rep.Reward == 1.0 && rep.ExitStatus == Submitted
 	return rep
-}
-
-// exitStatus maps a trial onto the episode's exit statuses: Submitted when
-// the verifier ran, TimeLimitExceeded for any phase timeout, else AgentError.
-func exitStatus(r *trial.Result) string {
-	if r.ExceptionInfo != nil {
-		switch trial.Kind(r.ExceptionInfo.ExceptionType) {
-		case trial.EnvironmentStartTimeout, trial.AgentSetupTimeout, trial.AgentTimeout, trial.VerifierTimeout:
-			return TimeLimitExceeded
-		}
-	}
-	if r.VerifierResult != nil {
-		return Submitted
-	}
-	return AgentError
 }
 
 // Print writes the report for a person: a header, the timed phases, then

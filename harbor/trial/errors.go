@@ -37,6 +37,27 @@ const (
 	InvalidTask Kind = "InvalidTaskError"
 )
 
+// TimeLimit reports whether the kind is a phase that ran out of time.
+func (k Kind) TimeLimit() bool {
+	switch k {
+	case EnvironmentStartTimeout, AgentSetupTimeout, AgentTimeout, VerifierTimeout:
+		return true
+	}
+	return false
+}
+
+// Infrastructure reports whether the kind is a failure of the
+// infrastructure around the policy (the sandbox, the verifier's run, the
+// model endpoint, a cancel, an unrunnable task) rather than the policy's
+// own answer: a rollout's samples of such a trial are ABORTED.
+func (k Kind) Infrastructure() bool {
+	switch k {
+	case EnvironmentError, VerifierError, ModelError, Cancelled, InvalidTask:
+		return true
+	}
+	return false
+}
+
 // Retryable reports whether a job may run the trial again after this
 // failure. Timeouts and reward problems are the task's or agent's answer,
 // never retried; infrastructure errors are retried when their class is

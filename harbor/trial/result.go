@@ -129,3 +129,35 @@ func MainReward(rewards map[string]float64) float64 {
 
 // Failed reports whether the trial ended with an exception.
 func (r *Result) Failed() bool { return r.ExceptionInfo != nil }
+
+// Exit statuses of an episode, as Miles, the smoke episode and the viewer
+// name them.
+const (
+	ExitSubmitted                   = "Submitted"
+	ExitTimeLimitExceeded           = "TimeLimitExceeded"
+	ExitSequenceLengthLimitExceeded = "SequenceLengthLimitExceeded"
+	ExitAgentError                  = "AgentError"
+	ExitCancelled                   = "Cancelled"
+)
+
+// ExitStatus names how the episode ended: a phase's time limit, a full
+// model context, a cancel, the verifier's verdict (Submitted, unless the
+// infrastructure failed around it), or else an agent error. It is the one
+// mapping the smoke report, the rollout's samples and the viewer share.
+func (r *Result) ExitStatus() string {
+	var kind Kind
+	if r.ExceptionInfo != nil {
+		kind = Kind(r.ExceptionInfo.ExceptionType)
+	}
+	switch {
+	case kind.TimeLimit():
+		return ExitTimeLimitExceeded
+	case kind == ContextLengthExceeded:
+		return ExitSequenceLengthLimitExceeded
+	case kind == Cancelled:
+		return ExitCancelled
+	case r.VerifierResult != nil && !kind.Infrastructure():
+		return ExitSubmitted
+	}
+	return ExitAgentError
+}
