@@ -113,6 +113,7 @@ for the environment a worker needs.`,
 		a.smokeCmd(),
 		a.serveCmd(),
 		a.agentCmd(),
+		a.k8sAgentCmd(),
 		a.imageCmd(),
 	)
 	return root

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth/providers/k8s/podagent"
+)
+
+// k8sAgentCmd is the k8s provider's in-pod agent: PID 1 of each sandbox Pod,
+// and, with --install, the initContainer that copies the binary into the
+// pod. Hidden: people never run it.
+func (a *app) k8sAgentCmd() *cobra.Command {
+	var install string
+	c := &cobra.Command{
+		Use:    "k8s-agent",
+		Short:  "Run as a Kubernetes sandbox's init (started by the k8s provider)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if install != "" {
+				return podagent.Install(install)
+			}
+			return podagent.Main(cmd.Context(), podagent.Options{})
+		}),
+	}
+	c.Flags().StringVar(&install, "install", "", "copy this binary to `PATH` and exit (the pod's initContainer)")
+	return c
+}
