@@ -27,7 +27,7 @@ func Registry() *registry.Registry {
 // Entries returns the built-in entries, sorted by name. Each call builds new
 // values, so a caller may change what it gets.
 func Entries() []registry.Entry {
-	es := []registry.Entry{local(), e2b(), daytona(), modal()}
+	es := []registry.Entry{local(), e2b(), daytona(), k8s(), modal()}
 	for i := range es {
 		if es[i].Open == nil {
 			es[i].Open = placeholder(es[i].Capabilities)

@@ -120,7 +120,7 @@ func TestPlaceholderDrivers(t *testing.T) {
 	r := Registry()
 	for _, name := range r.Names() {
 		t.Run(name, func(t *testing.T) {
-			if name == "modal" || name == "daytona" || name == "e2b" || name == "local" {
+			if name == "modal" || name == "daytona" || name == "e2b" || name == "local" || name == "k8s" {
 				t.Skip("the " + name + " driver has landed; providers/" + name + " tests it")
 			}
 			p, err := r.Open(ctx, name, env, nil)

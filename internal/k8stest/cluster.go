@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,7 +144,9 @@ func Start(ctx context.Context) (_ *Cluster, err error) {
 		"--service-cluster-ip-range=10.96.0.0/24", "--authorization-mode=Node,RBAC",
 		"--kubelet-client-certificate="+adminCert, "--kubelet-client-key="+adminKey,
 		"--kubelet-certificate-authority="+caFile, "--kubelet-preferred-address-types=InternalIP",
-		"--allow-privileged=true", "--profiling=false", "--v=1"); err != nil {
+		"--allow-privileged=true", "--profiling=false", "--v=1",
+		// Loopback cannot be the kubernetes Service's endpoint; nothing here needs one.
+		"--endpoint-reconciler-type=none"); err != nil {
 		return nil, err
 	}
 	cfg := &clientcmdapi.Config{
@@ -170,7 +173,7 @@ func Start(ctx context.Context) (_ *Cluster, err error) {
 		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--service-account-private-key-file="+saKey, "--root-ca-file="+caFile,
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
-		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route", "--v=1"); err != nil {
+		"--v=1"); err != nil {
 		return nil, err
 	}
 	if err := c.run("kube-scheduler", "--kubeconfig="+c.Kubeconfig,
@@ -192,7 +195,7 @@ func (c *Cluster) run(name string, args ...string) error {
 	cmd := exec.Command(filepath.Join(BinDir(), name), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startOnSpawner(cmd); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	c.procs = append(c.procs, cmd)
@@ -278,10 +281,36 @@ func (c *Cluster) UserConfig(name string, groups ...string) (*rest.Config, error
 		return nil, err
 	}
 	return &rest.Config{
-		Host: c.Server,
+		Host:            c.Server,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.CA.CertPEM, CertData: cert, KeyData: key},
 		QPS:             100, Burst: 200,
 	}, nil
+}
+
+// Pdeathsig fires when the thread that forked the child exits, and Go ends
+// threads (one a goroutine locked to it leaves, as the node shim's netns
+// dialer does), so every process of the cluster is forked from one thread
+// that never exits: they die with the test binary, and only with it.
+var spawn = make(chan spawnReq)
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func init() {
+	go func() {
+		runtime.LockOSThread()
+		for r := range spawn {
+			r.done <- r.cmd.Start()
+		}
+	}()
+}
+
+func startOnSpawner(cmd *exec.Cmd) error {
+	done := make(chan error)
+	spawn <- spawnReq{cmd, done}
+	return <-done
 }
 
 func freePorts(n int) ([]int, error) {

@@ -67,4 +67,3 @@ func isNet(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &ne) || errors.As(err, &oe)
 }
-

@@ -139,6 +139,7 @@ func options(ns string) k8s.Options {
 		NodeSelector: map[string]string{"berth.sh/node-shim": "true"},
 		Dial:         k8s.DialPortForward,
 		MaxLifetime:  time.Hour,
+		ReadyTimeout: time.Minute,
 		AgentImage:   "berth.local/agent:test", // never pulled: the shim mounts the agent
 	}
 }

@@ -27,6 +27,7 @@ const (
 	EnvRuntime    = "BERTH_K8S_RUNTIME_CLASS"
 	EnvQPS        = "BERTH_K8S_QPS"
 	EnvBurst      = "BERTH_K8S_BURST"
+	EnvWarmPool   = "BERTH_K8S_WARM_POOL"
 )
 
 // Mode is how sandboxes are made.

@@ -20,10 +20,10 @@ import (
 )
 
 var (
-	_ driver.Sandbox     = (*sandboxHandle)(nil)
-	_ driver.EnvdServer  = (*sandboxHandle)(nil)
-	_ driver.Provider    = (*Provider)(nil)
-	_ http.RoundTripper  = (*http.Transport)(nil)
+	_ driver.Sandbox    = (*sandboxHandle)(nil)
+	_ driver.EnvdServer = (*sandboxHandle)(nil)
+	_ driver.Provider   = (*Provider)(nil)
+	_ http.RoundTripper = (*http.Transport)(nil)
 )
 
 // baseURL is the agent's URL; its host is never dialled (the transport

@@ -404,7 +404,7 @@ func (s *Shim) status(pod *corev1.Pod, phase corev1.PodPhase, reason, msg, ip st
 		}
 		cur.Status = corev1.PodStatus{
 			Phase: phase, Reason: reason, Message: msg, HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
-			PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &st, QOSClass: corev1.PodQOSBestEffort,
+			PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &st, QOSClass: cur.Status.QOSClass,
 			Conditions: []corev1.PodCondition{
 				cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true),
 				cond(corev1.ContainersReady, running), cond(corev1.PodReady, running),
@@ -419,6 +419,9 @@ func (s *Shim) status(pod *corev1.Pod, phase corev1.PodPhase, reason, msg, ip st
 		}
 		_, err = s.o.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if err == nil || !apierrors.IsConflict(err) {
+			if err != nil {
+				s.o.Logf("node shim: pod %s status: %v", pod.Name, err)
+			}
 			return
 		}
 	}

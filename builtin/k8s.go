@@ -1,0 +1,81 @@
+package builtin
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	k8sprovider "github.com/berth-sh/berth/providers/k8s"
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// k8s is the Kubernetes entry. Its credential is the kubeconfig as kubectl
+// finds it, so the entry has no key variables: KUBECONFIG (a path, never
+// the file) is forwarded with the namespace and mode selectors, and a
+// worker in the cluster uses its service account.
+func k8s() registry.Entry {
+	return registry.Entry{
+		Name:    "k8s",
+		Aliases: []string{"kubernetes"},
+		Summary: "a Kubernetes cluster: a Pod per sandbox (or agent-sandbox claims) with berth's agent as PID 1; images must be pullable by the cluster",
+		Forward: []string{
+			k8sprovider.EnvKubeconfig, k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
+			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime, k8sprovider.EnvWarmPool,
+			k8sprovider.EnvQPS, k8sprovider.EnvBurst,
+		},
+		Target:     &registry.Target{Var: k8sprovider.EnvNamespace, Label: "namespace", Default: "the kubeconfig context's, else default"},
+		Library:    "k8s.io/client-go",
+		MinVersion: "v0.37.2",
+		// The API server takes far more, but every create is a pod
+		// scheduling and an image pull on some node: 20/s keeps a laptop's
+		// `berth run -n 500` from flooding a shared cluster.
+		Limits:       throttle.Limits{CreatesPerSecond: 20, CreateConcurrency: 32},
+		Capabilities: k8sprovider.ProviderCapabilities(),
+		DefaultImage: "debian:bookworm-slim",
+		Open:         openK8s,
+	}
+}
+
+// openK8s opens the driver from the forwarded variables.
+func openK8s(ctx context.Context, cfg registry.Config) (driver.Provider, error) {
+	o := k8sprovider.Options{
+		Kubeconfig:       cfg.Env.Get(k8sprovider.EnvKubeconfig),
+		Context:          cfg.Env.Get(k8sprovider.EnvContext),
+		Namespace:        cfg.Env.Get(k8sprovider.EnvNamespace),
+		Mode:             k8sprovider.Mode(cfg.Env.Get(k8sprovider.EnvMode)),
+		AgentImage:       cfg.Env.Get(k8sprovider.EnvAgentImage),
+		RuntimeClassName: cfg.Env.Get(k8sprovider.EnvRuntime),
+		WarmPool:         cfg.Env.Get(k8sprovider.EnvWarmPool),
+		Logger:           cfg.Logger,
+	}
+	// KUBECONFIG may be a list (kubectl merges it); an explicit path is one
+	// file, so a list is left to the loading rules.
+	if strings.Contains(o.Kubeconfig, ":") {
+		o.Kubeconfig = ""
+	}
+	if v := cfg.Env.Get(k8sprovider.EnvImageMap); v != "" {
+		m, err := k8sprovider.ParseImageMap(v)
+		if err != nil {
+			return nil, types.Errorf(types.InvalidArgument, "%s: %w", k8sprovider.EnvImageMap, err)
+		}
+		o.ImageMap = m
+	}
+	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvQPS)); v != "" {
+		q, err := strconv.ParseFloat(v, 32)
+		if err != nil || q <= 0 {
+			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive number of requests per second", k8sprovider.EnvQPS, v)
+		}
+		o.QPS = float32(q)
+	}
+	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvBurst)); v != "" {
+		b, err := strconv.Atoi(v)
+		if err != nil || b <= 0 {
+			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive whole number", k8sprovider.EnvBurst, v)
+		}
+		o.Burst = b
+	}
+	return k8sprovider.New(ctx, o)
+}
