@@ -54,7 +54,7 @@ func BinDir() string {
 func Missing(extra ...string) string {
 	dir := BinDir()
 	for _, b := range append(append([]string(nil), controlPlane...), extra...) {
-		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || (!strings.Contains(b, ".") && fi.Mode()&0o111 == 0) {
 			return fmt.Sprintf("the test control plane is not built (%s missing in %s): run internal/k8stest/controlplane/build.sh, or set %s", b, dir, EnvBin)
 		}
 	}
@@ -205,12 +205,12 @@ func (c *Cluster) run(name string, args ...string) error {
 // RunKwok starts kwok managing the nodes annotated kwok.x-k8s.io/node=fake
 // (and their pods): nodes that run nothing, for scale tests.
 func (c *Cluster) RunKwok() error {
-	if why := Missing("kwok"); why != "" {
+	if why := Missing("kwok", "kwok-stages.yaml"); why != "" {
 		return errors.New(why)
 	}
-	return c.run("kwok", "--kubeconfig="+c.Kubeconfig,
+	return c.run("kwok", "--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(BinDir(), "kwok-stages.yaml"),
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.200.0.1/16", "--node-ip=10.199.0.1", "--server-address=")
+		"--cidr=10.200.0.0/16", "--node-ip=10.199.0.1", "--node-lease-duration-seconds=40")
 }
 
 func (c *Cluster) waitReady(ctx context.Context) error {

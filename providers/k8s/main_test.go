@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-sh/berth/internal/k8stest"
@@ -154,3 +156,22 @@ func openDriver(t testing.TB, o k8s.Options) *k8s.Provider {
 	}
 	return d
 }
+
+var (
+	kwokMu  sync.Mutex
+	kwokErr error
+	kwokRan bool
+)
+
+// kwokOnce starts kwok on the cluster the first time a test asks.
+func kwokOnce() error {
+	kwokMu.Lock()
+	defer kwokMu.Unlock()
+	if !kwokRan {
+		kwokRan = true
+		kwokErr = cluster.RunKwok()
+	}
+	return kwokErr
+}
+
+func isExists(err error) bool { return apierrors.IsAlreadyExists(err) }

@@ -12,6 +12,7 @@ out="${BERTH_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/berth-k8s/$versions}"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok agent-sandbox-controller)
 complete=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
+[[ -f "$out/kwok-stages.yaml" && -d "$out/agent-sandbox-crds" ]] || complete=0
 if [[ $complete == 1 ]]; then
 	echo "k8s control plane: up to date in $out"
 	exit 0
@@ -29,10 +30,19 @@ export CGO_ENABLED=0
 (cd "$here" && go build "${flags[@]}" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
 (cd "$here/kwok" && go build "${flags[@]}" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok)
 (cd "$here/agentsandbox" && go build "${flags[@]}" -o "$tmp/agent-sandbox-controller" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
+# kwok's stages (node ready with a lease, pods ready, completed, deleted),
+# from the same module version: kwok runs no stage it is not given.
+stages="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
+for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+	echo "---"
+	cat "$stages/$f"
+done >"$tmp/kwok-stages.yaml"
 # The CRDs the controller serves, from the same module version.
 crds="$(cd "$here/agentsandbox" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds"
 mkdir -p "$tmp/agent-sandbox-crds" && cp "$crds"/*.yaml "$tmp/agent-sandbox-crds/"
 mkdir -p "$out"
 rm -rf "$out/agent-sandbox-crds" && mv "$tmp/agent-sandbox-crds" "$out/"
+mv -f "$tmp/kwok-stages.yaml" "$out/"
 for b in "${bins[@]}"; do mv -f "$tmp/$b" "$out/$b"; done
 echo "k8s control plane: built in $((SECONDS - start))s into $out"
