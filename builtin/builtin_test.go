@@ -89,14 +89,14 @@ func TestEntriesMatchFacts(t *testing.T) {
 
 func TestRegistryNames(t *testing.T) {
 	r := Registry()
-	if got, want := r.Names(), []string{"daytona", "e2b", "local", "modal"}; !slices.Equal(got, want) {
+	if got, want := r.Names(), []string{"daytona", "e2b", "k8s", "local", "modal"}; !slices.Equal(got, want) {
 		t.Fatalf("Names = %v, want %v", got, want)
 	}
 	if e, err := r.Lookup("agentenv"); err != nil || e.Name != "e2b" {
 		t.Fatalf("agentenv -> %q, %v; want e2b", e.Name, err)
 	}
 	_, err := r.Lookup("docker")
-	want := `unknown backend "docker" (registered: daytona, e2b (alias agentenv), local, modal)`
+	want := `unknown backend "docker" (registered: daytona, e2b (alias agentenv), k8s (alias kubernetes), local, modal)`
 	if err == nil || err.Error() != want || !errors.Is(err, types.ErrNotFound) {
 		t.Fatalf("unknown backend: %v", err)
 	}

@@ -2,10 +2,13 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
 	k8sprovider "github.com/berth-sh/berth/providers/k8s"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/throttle"
@@ -13,16 +16,26 @@ import (
 )
 
 // k8s is the Kubernetes entry. Its credential is the kubeconfig as kubectl
-// finds it, so the entry has no key variables: KUBECONFIG (a path, never
-// the file) is forwarded with the namespace and mode selectors, and a
-// worker in the cluster uses its service account.
+// finds it: the file KUBECONFIG names (else ~/.kube/config), forwarded as
+// a path and read by each worker, never by value; or, in the cluster, the
+// pod's service account, which client-go detects by the two variables the
+// kubelet sets (the "environment" path: their values are addresses, the
+// token stays in its file). The namespace and mode are forwarded selectors.
 func k8s() registry.Entry {
 	return registry.Entry{
 		Name:    "k8s",
 		Aliases: []string{"kubernetes"},
 		Summary: "a Kubernetes cluster: a Pod per sandbox (or agent-sandbox claims) with berth's agent as PID 1; images must be pullable by the cluster",
+		Credential: registry.Credential{
+			KeyVars:       []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"},
+			FileVar:       k8sprovider.EnvKubeconfig,
+			DefaultPath:   "~/.kube/config",
+			Flag:          "--key-file",
+			ProvisionHint: "kubectl config view --raw --minify > ~/.kube/config (or run berth in the cluster under a service account)",
+			ParseFile:     parseKubeconfig,
+		},
 		Forward: []string{
-			k8sprovider.EnvKubeconfig, k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
+			k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
 			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime, k8sprovider.EnvWarmPool,
 			k8sprovider.EnvQPS, k8sprovider.EnvBurst,
 		},
@@ -37,6 +50,20 @@ func k8s() registry.Entry {
 		DefaultImage: "debian:bookworm-slim",
 		Open:         openK8s,
 	}
+}
+
+// parseKubeconfig checks that the file is a kubeconfig with a current
+// context. The driver reads the file itself (client-go's loading rules), so
+// nothing of it is returned: the values stand for "the kubeconfig".
+func parseKubeconfig(data []byte, _ registry.Environ) (map[string]string, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, errors.New("not a kubeconfig")
+	}
+	if cfg.CurrentContext == "" && len(cfg.Contexts) != 1 {
+		return nil, errors.New("the kubeconfig has no current context")
+	}
+	return map[string]string{"KUBERNETES_SERVICE_HOST": "kubeconfig", "KUBERNETES_SERVICE_PORT": "kubeconfig"}, nil
 }
 
 // openK8s opens the driver from the forwarded variables.
