@@ -175,3 +175,5 @@ func kwokOnce() error {
 }
 
 func isExists(err error) bool { return apierrors.IsAlreadyExists(err) }
+
+var listAll = metav1.ListOptions{}
