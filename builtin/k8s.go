@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	k8sprovider "github.com/berth-sh/berth/providers/k8s"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,7 +38,7 @@ func k8s() registry.Entry {
 		Forward: []string{
 			k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
 			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime, k8sprovider.EnvWarmPool,
-			k8sprovider.EnvQPS, k8sprovider.EnvBurst,
+			k8sprovider.EnvQPS, k8sprovider.EnvBurst, k8sprovider.EnvMaxLife,
 		},
 		Target:     &registry.Target{Var: k8sprovider.EnvNamespace, Label: "namespace", Default: "the kubeconfig context's, else default"},
 		Library:    "k8s.io/client-go",
@@ -103,6 +104,13 @@ func openK8s(ctx context.Context, cfg registry.Config) (driver.Provider, error) 
 			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive whole number", k8sprovider.EnvBurst, v)
 		}
 		o.Burst = b
+	}
+	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvMaxLife)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive duration such as 24h", k8sprovider.EnvMaxLife, v)
+		}
+		o.MaxLifetime = d
 	}
 	return k8sprovider.New(ctx, o)
 }

@@ -36,7 +36,15 @@ var (
 // shimNode is the node the shim registers; sandbox pods are placed on it.
 const shimNode = "berth-shim-0"
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runnerEnv) != "" {
+		os.Exit(runnerMain(os.Getenv(runnerKubeconfig)))
+	}
+	os.Exit(testMain(m))
+}
+
+// runnerKubeconfig hands the helper runner the cluster's kubeconfig.
+const runnerKubeconfig = "BERTH_K8S_TEST_KUBECONFIG"
 
 func testMain(m *testing.M) int {
 	if skipReason = k8stest.Missing(); skipReason == "" {

@@ -28,6 +28,7 @@ const (
 	EnvQPS        = "BERTH_K8S_QPS"
 	EnvBurst      = "BERTH_K8S_BURST"
 	EnvWarmPool   = "BERTH_K8S_WARM_POOL"
+	EnvMaxLife    = "BERTH_K8S_MAX_LIFETIME"
 )
 
 // Mode is how sandboxes are made.
