@@ -225,3 +225,72 @@ func runnerMain(kubeconfig string) int {
 	fmt.Println("running", strings.Join(ids, " "))
 	select {}
 }
+
+// Deleting the namespace mid-job fails the affected trials with an error
+// that says the pod went, and the job ends at once instead of waiting out
+// the agent's ten-minute limit.
+func TestNamespaceDeletedMidJob(t *testing.T) {
+	ns := namespace(t)
+	bin, err := testbin.Berth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := t.TempDir()
+	cmd := exec.Command(bin, "run", "-p", sleepyTask(t), "-a", "oracle", "-e", "k8s", "-k", "2", "-n", "2",
+		"--timeout-multiplier", "10", "-o", jobs, "--max-retries", "0")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), k8s.EnvKubeconfig+"="+cluster.Kubeconfig, k8s.EnvNamespace+"="+ns)
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for running := 0; running < 2; {
+		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, listAll)
+		running = 0
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			t.Fatalf("no two running trials:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	time.Sleep(time.Second) // the oracle is sleeping in both
+	deleted := time.Now()
+	if err := cluster.Client.CoreV1().Namespaces().Delete(ctx, ns, deleteNow); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the job still runs a minute after its namespace was deleted:\n%s", out.String())
+	}
+	t.Logf("the job ended %v after the namespace was deleted:\n%s", time.Since(deleted).Round(time.Millisecond), out.String())
+	results, _ := filepath.Glob(filepath.Join(jobs, "*", "sleepy__*", "result.json"))
+	if len(results) != 2 {
+		t.Fatalf("trial results: %v", results)
+	}
+	for _, r := range results {
+		b, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "pod") || !strings.Contains(string(b), "deleted") {
+			t.Errorf("%s does not say the pod was deleted:\n%s", r, b)
+		}
+		if i := strings.Index(string(b), "exception_message"); i >= 0 {
+			t.Logf("%s", b[i:min(len(b), i+400)])
+		}
+	}
+}

@@ -184,4 +184,7 @@ func kwokOnce() error {
 
 func isExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
-var listAll = metav1.ListOptions{}
+var (
+	listAll   = metav1.ListOptions{}
+	deleteNow = metav1.DeleteOptions{}
+)
