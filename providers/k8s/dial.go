@@ -8,11 +8,13 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -100,7 +102,12 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 	select {
 	case r := <-res:
 		if r.err != nil {
-			return nil, types.Errorf(types.Unavailable, "k8s: port-forward to pod %s: %w", f.name, r.err)
+			c := types.Unavailable
+			if apierrors.IsForbidden(r.err) || apierrors.IsUnauthorized(r.err) ||
+				strings.Contains(r.err.Error(), "is forbidden") || strings.Contains(r.err.Error(), "Unauthorized") {
+				c = types.Unauthenticated // RBAC: waiting will not help
+			}
+			return nil, types.Errorf(c, "k8s: port-forward to pod %s: %w", f.name, r.err)
 		}
 		f.conn = r.c
 		return r.c, nil

@@ -133,6 +133,9 @@ func (h *sandboxHandle) waitAgent(ctx context.Context) error {
 		if why := h.gone.Load(); why != nil {
 			return h.wrap(err)
 		}
+		if types.ClassOf(err) == types.Unauthenticated {
+			return err // RBAC refused the port-forward
+		}
 		select {
 		case <-ctx.Done():
 			return types.Errorf(types.DeadlineExceeded, "k8s: the agent of pod %s did not answer: %w", h.id, err)
