@@ -185,3 +185,76 @@ func BenchmarkScale(b *testing.B) {
 		_ = d.Close()
 	}
 }
+
+// No per-sandbox polling: a sandbox's create, ready and delete cost at
+// most 5 API requests (create, the port-forward upgrade, delete; readiness
+// comes from the shared informer), counted at the driver's transport.
+func TestAPIRequestsPerSandbox(t *testing.T) {
+	ns := namespace(t)
+	var c counter
+	o := options(ns)
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(t, o))
+	defer p.Close()
+	ctx := context.Background()
+	const n = 5
+	base := c.n.Load()
+	for range n {
+		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = sb.Close()
+	}
+	// The first create also reads the key Secret (and makes it) and the
+	// network policy, once per process.
+	per := float64(c.n.Load()-base) / n
+	t.Logf("%.1f API requests per sandbox (by verb, with the informer's: %v)", per, c.by)
+	if per > 5 {
+		t.Errorf("%.1f API requests per sandbox, want at most 5", per)
+	}
+}
+
+// kwok's nodes take pods that run nothing: 40 of them over 20 nodes cost
+// 2 API requests each (create, delete), with readiness from the informer.
+func TestKwokPodsRequests(t *testing.T) {
+	needCluster(t)
+	if err := kwokOnce(); err != nil {
+		t.Skip(err)
+	}
+	kwokNodes(t, 20)
+	ns := namespace(t)
+	var c counter
+	o := options(ns)
+	o.WrapTransport = c.wrap
+	o.NodeSelector = map[string]string{"berth.sh/kwok": "true"}
+	o.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	d := openDriver(t, o)
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 40
+	base := c.n.Load()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(10)
+	for range n {
+		g.Go(func() error {
+			name, err := k8s.CreateUnbacked(gctx, d, sandbox.Spec{Image: "registry.example/none:1"})
+			if err != nil {
+				return err
+			}
+			return d.Delete(gctx, name)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("%v\nkwok: %s", err, cluster.Tail("kwok"))
+	}
+	per := float64(c.n.Load()-base) / n
+	t.Logf("%.2f API requests per kwok sandbox (%v)", per, c.by)
+	if per > 3 {
+		t.Errorf("%.2f API requests per sandbox, want at most 3 (no polling)", per)
+	}
+}
