@@ -26,7 +26,7 @@ func k8s() registry.Entry {
 	return registry.Entry{
 		Name:    "k8s",
 		Aliases: []string{"kubernetes"},
-		Summary: "a Kubernetes cluster: a Pod per sandbox (or agent-sandbox claims) with berth's agent as PID 1; images must be pullable by the cluster",
+		Summary: "a Kubernetes cluster: a Pod per sandbox with berth's agent as PID 1; images must be pullable by the cluster",
 		Credential: registry.Credential{
 			KeyVars:       []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"},
 			FileVar:       k8sprovider.EnvKubeconfig,
@@ -37,7 +37,7 @@ func k8s() registry.Entry {
 		},
 		Forward: []string{
 			k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
-			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime, k8sprovider.EnvWarmPool,
+			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime,
 			k8sprovider.EnvQPS, k8sprovider.EnvBurst, k8sprovider.EnvMaxLife,
 		},
 		Target:     &registry.Target{Var: k8sprovider.EnvNamespace, Label: "namespace", Default: "the kubeconfig context's, else default"},
@@ -76,7 +76,6 @@ func openK8s(ctx context.Context, cfg registry.Config) (driver.Provider, error) 
 		Mode:             k8sprovider.Mode(cfg.Env.Get(k8sprovider.EnvMode)),
 		AgentImage:       cfg.Env.Get(k8sprovider.EnvAgentImage),
 		RuntimeClassName: cfg.Env.Get(k8sprovider.EnvRuntime),
-		WarmPool:         cfg.Env.Get(k8sprovider.EnvWarmPool),
 		Logger:           cfg.Logger,
 	}
 	// KUBECONFIG may be a list (kubectl merges it); an explicit path is one

@@ -15,9 +15,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	httpstream "k8s.io/streaming/pkg/httpstream"
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -82,12 +82,12 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 	if err != nil {
 		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward transport: %w", err)
 	}
-	sd := spdy.NewDialer(up, &http.Client{Transport: rt}, http.MethodPost, u)
-	wd, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	sd := spdy.NewDialerForStreaming(up, &http.Client{Transport: rt}, http.MethodPost, u)
+	wd, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
 	if err != nil {
 		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward transport: %w", err)
 	}
-	d := portforward.NewFallbackDialer(wd, sd, func(err error) bool {
+	d := portforward.NewFallbackDialerForStreaming(wd, sd, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	type result struct {

@@ -1,7 +1,7 @@
-// Package k8s is the Kubernetes provider: each sandbox is a plain Pod (or,
-// with BERTH_K8S_MODE=agent-sandbox, a kubernetes-sigs/agent-sandbox
-// Sandbox or warm-pool claim) whose PID 1 is berth's own agent
-// (providers/k8s/podagent), serving E2B's envd protocol. Import it from
+// Package k8s is the Kubernetes provider: each sandbox is a plain Pod whose
+// PID 1 is berth's own agent (providers/k8s/podagent), serving E2B's envd
+// protocol. (BERTH_K8S_MODE=agent-sandbox, kubernetes-sigs/agent-sandbox's
+// Sandbox and SandboxClaim objects, is not built yet and says so.) Import it from
 // the registry's built-in entries; tests run it against the test control
 // plane in internal/k8stest.
 //

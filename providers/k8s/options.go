@@ -27,7 +27,6 @@ const (
 	EnvRuntime    = "BERTH_K8S_RUNTIME_CLASS"
 	EnvQPS        = "BERTH_K8S_QPS"
 	EnvBurst      = "BERTH_K8S_BURST"
-	EnvWarmPool   = "BERTH_K8S_WARM_POOL"
 	EnvMaxLife    = "BERTH_K8S_MAX_LIFETIME"
 )
 
@@ -38,8 +37,8 @@ type Mode string
 const (
 	// ModePod makes one plain Pod per sandbox.
 	ModePod Mode = "pod"
-	// ModeAgentSandbox claims sandboxes from agent-sandbox warm pools
-	// (SandboxClaim) or makes a Sandbox object per sandbox.
+	// ModeAgentSandbox is kubernetes-sigs/agent-sandbox's Sandbox and
+	// SandboxClaim objects: not built yet, refused as NotSupported.
 	ModeAgentSandbox Mode = "agent-sandbox"
 )
 
@@ -112,9 +111,6 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Dial picks how the agent is reached (DialAuto by default).
 	Dial Dial
-	// WarmPool, in agent-sandbox mode, is the SandboxWarmPool/template
-	// name claims use; "" makes a Sandbox object per create.
-	WarmPool string
 	// TokenKey, when set, derives the sandboxes' access tokens instead of
 	// the namespace's key Secret (see token.go). Secret.
 	TokenKey []byte
@@ -133,7 +129,9 @@ func (o *Options) fill() error {
 	switch o.Mode {
 	case "":
 		o.Mode = ModePod
-	case ModePod, ModeAgentSandbox:
+	case ModePod:
+	case ModeAgentSandbox:
+		return types.Errorf(types.NotSupported, "k8s: %s=%s (agent-sandbox Sandbox and SandboxClaim objects) is not built yet; use the default pod mode", EnvMode, ModeAgentSandbox)
 	default:
 		return types.Errorf(types.InvalidArgument, "k8s: mode %q is not %q or %q", o.Mode, ModePod, ModeAgentSandbox)
 	}

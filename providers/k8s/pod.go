@@ -32,10 +32,6 @@ const (
 	annLabels = "berth.sh/labels"
 	// annMeta holds berth metadata that is not a label (user, workdir).
 	annMeta = "berth.sh/meta"
-	// annOwner and annTokenHash are berth serve's (serve/store): which API
-	// key owns the sandbox and the hash of its access token.
-	annOwner     = "berth.sh/owner"
-	annTokenHash = "berth.sh/access-token-sha256"
 )
 
 // Container names.

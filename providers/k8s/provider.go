@@ -30,7 +30,6 @@ type Provider struct {
 	w    *watcher
 	keys keyring
 	nets netPolicies
-	as   *agentSandbox // nil in pod mode
 
 	closeOnce sync.Once
 }
@@ -48,11 +47,6 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	p := &Provider{opts: o, cs: cs}
 	p.keys.p = p
 	p.nets.p = p
-	if o.Mode == ModeAgentSandbox {
-		if p.as, err = newAgentSandbox(p); err != nil {
-			return nil, err
-		}
-	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if p.w, err = acquireWatcher(sctx, cs, o.Config, o.Namespace); err != nil {
@@ -91,8 +85,7 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// Create makes the pod (or claims a warm sandbox) and returns once its agent
-// answers. A sandbox that fails half way is deleted before returning.
+// Create makes the pod and returns once its agent answers. A sandbox that fails half way is deleted before returning.
 func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
 	if spec.Build != nil {
 		return nil, types.Errorf(types.NotSupported,
@@ -102,12 +95,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if err != nil {
 		return nil, err
 	}
-	var name string
-	if p.as != nil {
-		name, err = p.as.create(ctx, spec, key)
-	} else {
-		name, err = p.createPod(ctx, spec, key)
-	}
+	name, err := p.createPod(ctx, spec, key)
 	if err != nil {
 		return nil, err
 	}
@@ -117,15 +105,6 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		defer cancel()
 		_ = p.Delete(dctx, name)
 		return nil, err
-	}
-	if p.as != nil {
-		if err := p.as.setup(ctx, h, spec); err != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			_ = h.Delete(dctx)
-			_ = h.Close()
-			return nil, err
-		}
 	}
 	return h, nil
 }
@@ -252,20 +231,13 @@ func (p *Provider) List(_ context.Context, labels map[string]string) ([]types.In
 	return out, nil
 }
 
-// Delete deletes the pod (and in agent-sandbox mode its Sandbox or claim)
-// and waits until the informer has seen it go, so that List and Connect
+// Delete deletes the pod and waits until the informer has seen it go, so that List and Connect
 // after Delete agree. A pod already being deleted is NotFound.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	if pod := p.w.get(id); pod != nil && pod.DeletionTimestamp != nil {
 		return types.Errorf(types.NotFound, "k8s: sandbox %s is already being deleted", id)
 	}
-	var err error
-	if p.as != nil {
-		err = p.as.delete(ctx, id)
-	} else {
-		err = p.cs.CoreV1().Pods(p.opts.Namespace).Delete(ctx, id, metav1.DeleteOptions{})
-	}
-	if err != nil {
+	if err := p.cs.CoreV1().Pods(p.opts.Namespace).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
 		return p.classifyNS(err, "delete pod")
 	}
 	return p.w.until(ctx, id, func(pod *corev1.Pod) (bool, error) {

@@ -217,9 +217,6 @@ func (p *Provider) setExpiry(ctx context.Context, id string, at time.Time) error
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annExpires: at.UTC().Format(time.RFC3339Nano)}}})
-	if p.as != nil {
-		return p.as.setExpiry(ctx, id, at, patch)
-	}
 	_, err = p.cs.CoreV1().Pods(p.opts.Namespace).Patch(ctx, id, k8stypes.MergePatchType, patch, metaPatchOpts)
 	return p.classifyNS(err, "set the ttl annotation")
 }

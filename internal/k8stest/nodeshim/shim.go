@@ -65,15 +65,14 @@ type Shim struct {
 
 // backed is one pod and its sandbox.
 type backed struct {
-	uid     k8stypes.UID
-	ns      string
-	name    string
-	sb      *sandbox.Sandbox
-	pid     int // host pid of the agent, for its network namespace
-	ready   chan struct{}
-	err     error
-	cancel  context.CancelFunc
-	stopped bool
+	uid    k8stypes.UID
+	ns     string
+	name   string
+	sb     *sandbox.Sandbox
+	pid    int // host pid of the agent, for its network namespace
+	ready  chan struct{}
+	err    error
+	cancel context.CancelFunc
 }
 
 // Start registers the node and serves its pods until Stop.
