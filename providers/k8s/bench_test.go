@@ -62,12 +62,8 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // shim (a real local sandbox each, reached through port-forward), one at a
 // time: p50 and p95, and the API requests each create+ready+delete costs.
 func BenchmarkCreateReady(b *testing.B) {
-	ns := namespace(b)
 	var c counter
-	o := options(ns)
-	o.WrapTransport = c.wrap
-	p := sandbox.NewProvider("k8s", openDriver(b, o))
-	defer p.Close()
+	p := countedProvider(b, &c)
 	ctx := context.Background()
 	// Warm: the key Secret and the network policy are per process.
 	warm, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
@@ -136,12 +132,8 @@ func BenchmarkScale(b *testing.B) {
 		total = v // a quicker look
 	}
 	for b.Loop() {
-		ns := namespace(b)
 		var c counter
-		o := options(ns)
-		o.WrapTransport = c.wrap
-		o.NodeSelector = map[string]string{"berth.sh/kwok": "true"}
-		o.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		o := kwokOptions(namespace(b), &c)
 		o.QPS, o.Burst = 200, 400
 		runtime.GC()
 		var before runtime.MemStats
@@ -149,18 +141,9 @@ func BenchmarkScale(b *testing.B) {
 		d := openDriver(b, o)
 		ctx := context.Background()
 		base := c.n.Load()
-		names := make([]string, total)
 		t0 := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(parallel)
-		for i := range total {
-			g.Go(func() error {
-				name, err := k8s.CreateUnbacked(gctx, d, sandbox.Spec{Image: "registry.example/none:1", Labels: map[string]string{"bench": "scale"}})
-				names[i] = name
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
+		names, err := createUnbacked(ctx, d, total, parallel, false)
+		if err != nil {
 			b.Fatalf("%v\nkwok: %s", err, cluster.Tail("kwok"))
 		}
 		elapsed := time.Since(t0)
@@ -168,7 +151,7 @@ func BenchmarkScale(b *testing.B) {
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		cached := k8s.CachedPods(d)
-		g, gctx = errgroup.WithContext(ctx)
+		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(parallel)
 		for _, name := range names {
 			g.Go(func() error { return d.Delete(gctx, name) })
@@ -190,12 +173,8 @@ func BenchmarkScale(b *testing.B) {
 // most 5 API requests (create, the port-forward upgrade, delete; readiness
 // comes from the shared informer), counted at the driver's transport.
 func TestAPIRequestsPerSandbox(t *testing.T) {
-	ns := namespace(t)
 	var c counter
-	o := options(ns)
-	o.WrapTransport = c.wrap
-	p := sandbox.NewProvider("k8s", openDriver(t, o))
-	defer p.Close()
+	p := countedProvider(t, &c)
 	ctx := context.Background()
 	const n = 5
 	base := c.n.Load()
@@ -226,30 +205,14 @@ func TestKwokPodsRequests(t *testing.T) {
 		t.Skip(err)
 	}
 	kwokNodes(t, 20)
-	ns := namespace(t)
 	var c counter
-	o := options(ns)
-	o.WrapTransport = c.wrap
-	o.NodeSelector = map[string]string{"berth.sh/kwok": "true"}
-	o.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-	d := openDriver(t, o)
+	d := openDriver(t, kwokOptions(namespace(t), &c))
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 40
 	base := c.n.Load()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(10)
-	for range n {
-		g.Go(func() error {
-			name, err := k8s.CreateUnbacked(gctx, d, sandbox.Spec{Image: "registry.example/none:1"})
-			if err != nil {
-				return err
-			}
-			return d.Delete(gctx, name)
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if _, err := createUnbacked(ctx, d, n, 10, true); err != nil {
 		t.Fatalf("%v\nkwok: %s", err, cluster.Tail("kwok"))
 	}
 	per := float64(c.n.Load()-base) / n
@@ -257,4 +220,42 @@ func TestKwokPodsRequests(t *testing.T) {
 	if per > 3 {
 		t.Errorf("%.2f API requests per sandbox, want at most 3 (no polling)", per)
 	}
+}
+
+// kwokOptions places pods on the kwok nodes and counts requests into c.
+func kwokOptions(ns string, c *counter) k8s.Options {
+	o := options(ns)
+	o.WrapTransport = c.wrap
+	o.NodeSelector = map[string]string{"berth.sh/kwok": "true"}
+	o.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	return o
+}
+
+// createUnbacked makes n unbacked sandboxes, parallel at a time, deleting
+// each at once when del is set, and returns their names.
+func createUnbacked(ctx context.Context, d *k8s.Provider, n, parallel int, del bool) ([]string, error) {
+	names := make([]string, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i := range n {
+		g.Go(func() error {
+			name, err := k8s.CreateUnbacked(gctx, d, sandbox.Spec{Image: "registry.example/none:1"})
+			names[i] = name
+			if err != nil || !del {
+				return err
+			}
+			return d.Delete(gctx, name)
+		})
+	}
+	return names, g.Wait()
+}
+
+// countedProvider opens a provider on a fresh namespace whose API requests
+// c counts; it is closed when the test ends.
+func countedProvider(tb testing.TB, c *counter) *sandbox.Provider {
+	o := options(namespace(tb))
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(tb, o))
+	tb.Cleanup(func() { p.Close() })
+	return p
 }

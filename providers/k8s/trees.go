@@ -19,11 +19,11 @@ var (
 // UploadTar runs the pod's own berth binary (`k8s-agent --untar`) with the
 // stream on its stdin: one exec per tree, links kept, on any image.
 func (h *sandboxHandle) UploadTar(ctx context.Context, dir string, r io.Reader) error {
-	var stderr bytes.Buffer
+	var stderr capped
 	pr, err := h.Exec(ctx, types.Command{
 		Args:   []string{podagent.BinaryPath, "k8s-agent", "--untar", dir},
 		Stdin:  r,
-		Stderr: &limited{w: &stderr, n: 4096},
+		Stderr: &stderr,
 	})
 	if err != nil {
 		return err
@@ -46,11 +46,11 @@ func (h *sandboxHandle) DownloadTar(ctx context.Context, path string) (io.ReadCl
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
+	var stderr capped
 	proc, err := h.Exec(ctx, types.Command{
 		Args:   []string{podagent.BinaryPath, "k8s-agent", "--tar", path},
 		Stdout: pw,
-		Stderr: &limited{w: &stderr, n: 4096},
+		Stderr: &stderr,
 	})
 	if err != nil {
 		cancel()
@@ -89,17 +89,13 @@ func (c *cancelReader) Close() error {
 	return c.ReadCloser.Close()
 }
 
-// limited keeps the first n bytes and drops the rest.
-type limited struct {
-	w io.Writer
-	n int
-}
+// capped keeps the first 4 KiB written to it (the agent's error text)
+// and drops the rest.
+type capped struct{ bytes.Buffer }
 
-func (l *limited) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.n -= k
-		_, _ = l.w.Write(p[:k])
+func (c *capped) Write(p []byte) (int, error) {
+	if room := 4096 - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
 }
