@@ -23,12 +23,11 @@ require (
 	golang.org/x/term v0.46.0
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
-)
-
-require (
-	k8s.io/api v0.37.2
+	k8s.io/api v0.37.2 // the k8s provider's pod, NetworkPolicy and RBAC types
 	k8s.io/apimachinery v0.37.2
-	k8s.io/client-go v0.37.2
+	k8s.io/client-go v0.37.2 // the k8s provider: clientset, one informer, port-forward (WebSocket, SPDY)
+	k8s.io/cri-streaming v0.37.2 // the kubelet's port-forward server, in the k8s tests' node shim only
+	k8s.io/streaming v0.37.2 // httpstream types of the k8s provider's port-forward sessions
 )
 
 require (
@@ -92,10 +91,8 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
-	k8s.io/cri-streaming v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
-	k8s.io/streaming v0.37.2 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect

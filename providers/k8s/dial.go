@@ -88,6 +88,11 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward transport: %w", err)
 	}
 	d := portforward.NewFallbackDialerForStreaming(wd, sd, func(err error) bool {
+		// SPDY is for servers and proxies that cannot upgrade to a
+		// WebSocket, not a way around RBAC: a refusal stays a refusal.
+		if forbidden(err) {
+			return false
+		}
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	type result struct {
@@ -103,8 +108,7 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 	case r := <-res:
 		if r.err != nil {
 			c := types.Unavailable
-			if apierrors.IsForbidden(r.err) || apierrors.IsUnauthorized(r.err) ||
-				strings.Contains(r.err.Error(), "is forbidden") || strings.Contains(r.err.Error(), "Unauthorized") {
+			if forbidden(r.err) {
 				c = types.Unauthenticated // RBAC: waiting will not help
 			}
 			return nil, types.Errorf(c, "k8s: port-forward to pod %s: %w", f.name, r.err)
@@ -119,6 +123,13 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 		}()
 		return nil, ctx.Err()
 	}
+}
+
+// forbidden: the API server refused the upgrade for who is asking. The
+// upgrade's error is not always an API status, so its text is read too.
+func forbidden(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		strings.Contains(err.Error(), "is forbidden") || strings.Contains(err.Error(), "Unauthorized")
 }
 
 // dial opens one stream pair to the agent's port.

@@ -4,12 +4,13 @@
 // starting the pod's sandbox container command in it (berth's k8s agent)
 // and reporting the pod Running, or Failed, through the API server. It
 // serves the kubelet's port-forward endpoint, dialling the pod's port
-// inside the sandbox's network namespace, as a kubelet does. It enforces
-// activeDeadlineSeconds and graceful deletion.
+// inside the sandbox's network namespace, as a kubelet does, and gives each
+// pod a loopback IP of its own (127.1.x.y) where it relays the pod's port
+// the same way. It enforces activeDeadlineSeconds and graceful deletion.
 //
 // What it does NOT prove: image pulls by a real kubelet (images come from
-// the local provider's store: the busybox it seeds offline), CNI and pod
-// IPs that route (pod IPs are made up; only port-forward reaches pods),
+// the local provider's store: the busybox it seeds offline), CNI (pod IPs
+// are host loopback addresses, reachable from the host only),
 // NetworkPolicy enforcement, initContainers (the local provider mounts the
 // berth binary at /.berth/berth itself, where the initContainer would have
 // copied it), resource limits as the kubelet sets them, and exec/attach

@@ -264,7 +264,10 @@ func (s *Shim) sync(ctx context.Context, obj any) {
 	b := &backed{uid: pod.UID, ns: pod.Namespace, name: pod.Name, ready: make(chan struct{}), cancel: cancel}
 	s.pods[pod.UID] = b
 	s.ips++
-	ip := fmt.Sprintf("10.244.%d.%d", s.ips/250, s.ips%250+1)
+	// Pod IPs are loopback addresses of their own (127.1.x.y), where the
+	// shim relays the pod's ports into its network namespace, so that the
+	// provider's pod-IP dial has something real to reach.
+	ip := fmt.Sprintf("127.1.%d.%d", s.ips/250, s.ips%250+1)
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.run(bctx, pod.DeepCopy(), b, ip) }()
@@ -284,6 +287,11 @@ func (s *Shim) run(ctx context.Context, pod *corev1.Pod, b *backed, ip string) {
 		}
 		s.stopPod(b.uid)
 		return
+	}
+	if ln, err := s.relay(ctx, b, ip, pod); err != nil {
+		s.o.Logf("node shim: pod %s: no pod IP relay: %v", pod.Name, err)
+	} else {
+		defer ln.Close()
 	}
 	s.status(pod, corev1.PodRunning, "", "", ip, start, nil)
 	if ads := pod.Spec.ActiveDeadlineSeconds; ads != nil {
@@ -344,6 +352,31 @@ func (s *Shim) start(ctx context.Context, pod *corev1.Pod, b *backed) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// relay listens on the pod IP at the container's first port and copies
+// each connection to the same port inside the sandbox's network namespace.
+func (s *Shim) relay(ctx context.Context, b *backed, ip string, pod *corev1.Pod) (net.Listener, error) {
+	port := 49983
+	if cs := pod.Spec.Containers; len(cs) > 0 && len(cs[0].Ports) > 0 {
+		port = int(cs[0].Ports[0].ContainerPort)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_ = forwarder{b}.PortForward(ctx, "", "", int32(port), c)
+			}()
+		}
+	}()
+	return ln, nil
 }
 
 // stopPod deletes the pod's sandbox, once.
