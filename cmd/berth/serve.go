@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -89,6 +90,9 @@ the provider as its TTL. Stopping the server deletes its sandboxes.`,
 			}
 			defer p.Close()
 			opts.Provider = p
+			rctx, stopReap := context.WithCancel(ctx)
+			defer stopReap()
+			go reapLoop(rctx, p, reapEvery, opts.Logger)
 			return classExit(serve.ListenAndServe(ctx, addr, opts, func(u serve.URLs) {
 				fmt.Fprintf(a.stdout, "# berth serve: the E2B API over %q; point clients here:\n%s", p.Name(), u.Exports())
 				if f, ok := a.stdout.(interface{ Sync() error }); ok {
