@@ -22,7 +22,7 @@ func Registry() *registry.Registry {
 // Entries returns the built-in entries, sorted by name. Each call builds new
 // values, so a caller may change what it gets.
 func Entries() []registry.Entry {
-	return []registry.Entry{local(), e2b(), daytona(), modal()}
+	return []registry.Entry{local(), e2b(), daytona(), k8s(), modal()}
 }
 
 // keyFileHint is the provision command for a provider whose key file holds

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -106,6 +107,9 @@ sandbox's life (none means --max-timeout).`,
 			}
 			defer p.Close()
 			opts.Provider = p
+			rctx, stopReap := context.WithCancel(ctx)
+			defer stopReap()
+			go reapLoop(rctx, p, reapEvery, opts.Logger)
 			return classExit(serve.ListenAndServe(ctx, addr, opts, func(u serve.URLs) {
 				fmt.Fprintf(a.stdout, "# berth serve: the E2B API over %q; point clients here:\n%s", p.Name(), u.Exports())
 				if !opts.OpenSandbox.Disabled {

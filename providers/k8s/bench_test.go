@@ -1,0 +1,261 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-sh/berth/providers/k8s"
+	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/sandbox"
+)
+
+// counter counts the API requests of one driver (its WrapTransport), by
+// verb, so that a benchmark can say how many a sandbox costs.
+type counter struct {
+	n  atomic.Int64
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		c.n.Add(1)
+		c.mu.Lock()
+		if c.by == nil {
+			c.by = map[string]int{}
+		}
+		c.by[r.Method]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// percentile of sorted durations.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkCreateReady is create to ready of plain Pods backed by the node
+// shim (a real local sandbox each, reached through port-forward), one at a
+// time: p50 and p95, and the API requests each create+ready+delete costs.
+func BenchmarkCreateReady(b *testing.B) {
+	var c counter
+	p := countedProvider(b, &c)
+	ctx := context.Background()
+	// Warm: the key Secret and the network policy are per process.
+	warm, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = warm.Delete(ctx)
+	_ = warm.Close()
+	base := c.n.Load()
+	var lat []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		if err := sb.Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+		_ = sb.Close()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(lat, 0.50).Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.95).Milliseconds()), "p95-ms")
+	b.ReportMetric(float64(c.n.Load()-base)/float64(len(lat)), "api-requests/sandbox")
+}
+
+// kwokNodes registers n kwok-managed nodes labelled berth.sh/kwok=true.
+func kwokNodes(tb testing.TB, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	cap := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("500"),
+	}
+	for i := range n {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        fmt.Sprintf("kwok-%02d", i),
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels:      map[string]string{"berth.sh/kwok": "true", "type": "kwok"},
+			},
+			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Capacity: cap, Allocatable: cap},
+		}
+		if _, err := cluster.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !isExists(err) {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScale makes 1,000 sandboxes' pods over 20 kwok nodes (which run
+// nothing: no agent is dialled, see CreateUnbacked), 50 at a time, then
+// deletes them: creates per second, API requests per sandbox, and the heap
+// the provider holds with 1,000 pods in its informer.
+func BenchmarkScale(b *testing.B) {
+	needCluster(b)
+	if err := kwokOnce(); err != nil {
+		b.Skip(err)
+	}
+	kwokNodes(b, 20)
+	total, parallel := 1000, 50
+	if v, err := strconv.Atoi(os.Getenv("BERTH_K8S_SCALE")); err == nil && v > 0 {
+		total = v // a quicker look
+	}
+	for b.Loop() {
+		var c counter
+		o := kwokOptions(namespace(b), &c)
+		o.QPS, o.Burst = 200, 400
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		d := openDriver(b, o)
+		ctx := context.Background()
+		base := c.n.Load()
+		t0 := time.Now()
+		names, err := createUnbacked(ctx, d, total, parallel, false)
+		if err != nil {
+			b.Fatalf("%v\nkwok: %s", err, cluster.Tail("kwok"))
+		}
+		elapsed := time.Since(t0)
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		cached := k8s.CachedPods(d)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(parallel)
+		for _, name := range names {
+			g.Go(func() error { return d.Delete(gctx, name) })
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(total)/elapsed.Seconds(), "creates/s")
+		b.ReportMetric(float64(c.n.Load()-base)/float64(total), "api-requests/sandbox")
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "heap-MB@1000")
+		if cached < total {
+			b.Errorf("the informer held %d pods, want %d", cached, total)
+		}
+		_ = d.Close()
+	}
+}
+
+// No per-sandbox polling: a sandbox's create, ready and delete cost at
+// most 5 API requests (create, the port-forward upgrade, delete; readiness
+// comes from the shared informer), counted at the driver's transport.
+func TestAPIRequestsPerSandbox(t *testing.T) {
+	var c counter
+	p := countedProvider(t, &c)
+	ctx := context.Background()
+	const n = 5
+	base := c.n.Load()
+	for range n {
+		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = sb.Close()
+	}
+	// The first create also reads the key Secret (and makes it) and the
+	// network policy, once per process.
+	per := float64(c.n.Load()-base) / n
+	t.Logf("%.1f API requests per sandbox (by verb, with the informer's: %v)", per, c.by)
+	if per > 5 {
+		t.Errorf("%.1f API requests per sandbox, want at most 5", per)
+	}
+}
+
+// kwok's nodes take pods that run nothing: 40 of them over 20 nodes cost
+// 2 API requests each (create, delete), with readiness from the informer.
+func TestKwokPodsRequests(t *testing.T) {
+	needCluster(t)
+	if err := kwokOnce(); err != nil {
+		t.Skip(err)
+	}
+	kwokNodes(t, 20)
+	var c counter
+	d := openDriver(t, kwokOptions(namespace(t), &c))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 40
+	base := c.n.Load()
+	if _, err := createUnbacked(ctx, d, n, 10, true); err != nil {
+		t.Fatalf("%v\nkwok: %s", err, cluster.Tail("kwok"))
+	}
+	per := float64(c.n.Load()-base) / n
+	t.Logf("%.2f API requests per kwok sandbox (%v)", per, c.by)
+	if per > 3 {
+		t.Errorf("%.2f API requests per sandbox, want at most 3 (no polling)", per)
+	}
+}
+
+// kwokOptions places pods on the kwok nodes and counts requests into c.
+func kwokOptions(ns string, c *counter) k8s.Options {
+	o := options(ns)
+	o.WrapTransport = c.wrap
+	o.NodeSelector = map[string]string{"berth.sh/kwok": "true"}
+	o.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	return o
+}
+
+// createUnbacked makes n unbacked sandboxes, parallel at a time, deleting
+// each at once when del is set, and returns their names.
+func createUnbacked(ctx context.Context, d *k8s.Provider, n, parallel int, del bool) ([]string, error) {
+	names := make([]string, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i := range n {
+		g.Go(func() error {
+			name, err := k8s.CreateUnbacked(gctx, d, sandbox.Spec{Image: "registry.example/none:1"})
+			names[i] = name
+			if err != nil || !del {
+				return err
+			}
+			return d.Delete(gctx, name)
+		})
+	}
+	return names, g.Wait()
+}
+
+// countedProvider opens a provider on a fresh namespace whose API requests
+// c counts; it is closed when the test ends.
+func countedProvider(tb testing.TB, c *counter) *sandbox.Provider {
+	o := options(namespace(tb))
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(tb, o))
+	tb.Cleanup(func() { p.Close() })
+	return p
+}

@@ -1,0 +1,67 @@
+// Package k8s is the Kubernetes provider: each sandbox is a plain Pod whose
+// PID 1 is berth's own agent (providers/k8s/podagent), serving E2B's envd
+// protocol. (BERTH_K8S_MODE=agent-sandbox, kubernetes-sigs/agent-sandbox's
+// Sandbox and SandboxClaim objects, is not built yet and says so.) Import it from
+// the registry's built-in entries; tests run it against the test control
+// plane in internal/k8stest.
+//
+// # The pod
+//
+// restartPolicy Never, no service-account token, no service links, a
+// seccomp RuntimeDefault profile, no privilege escalation, runAsNonRoot
+// when the Spec's user is a numeric non-root uid (berth cannot read an
+// image's USER before the kubelet pulls it), resources from the Spec as
+// requests (and limits when the Spec asks; GPUs as nvidia.com/gpu), an
+// optional runtimeClassName (gVisor, Kata). An initContainer copies the
+// static berth binary from the agent image into an emptyDir mounted at
+// /.berth, or, with Options.AgentImageVolume, the agent image is an image
+// volume there. Spec labels that are valid Kubernetes labels become pod
+// labels; all of them, and berth's metadata, are annotations.
+//
+// # Credentials
+//
+// The kubeconfig as kubectl finds it: Options.Kubeconfig, KUBECONFIG,
+// ~/.kube/config, else the in-cluster service account. The registry entry
+// forwards KUBECONFIG (a path, never the file) and the namespace selector
+// BERTH_K8S_NAMESPACE. Access tokens to the agents derive from one Secret
+// per namespace (token.go); pods hold only their token's SHA-256.
+//
+// # One informer
+//
+// Readiness, List, Connect and the reaper read one pod informer per
+// process, API server, credential and namespace (watch.go); nothing polls
+// a sandbox. Create is one POST, ready is the informer plus one
+// port-forward upgrade, delete is one DELETE: three API requests per
+// sandbox, plus per process the informer's LIST+WATCH, the key Secret and
+// one NetworkPolicy per distinct network setting.
+//
+// # TTL
+//
+// The TTL is the berth.sh/expires-at annotation: SetTimeout patches it,
+// Connect and List treat a sandbox past it as gone, and Reap (run by
+// `berth serve` and `berth sandboxes reap`) deletes it. The kubelet's
+// backstop is activeDeadlineSeconds, which can only be lowered on a live
+// pod, so it is sized from Options.MaxLifetime and SetTimeout cannot go
+// past it.
+//
+// # Data plane
+//
+// envd over HTTP to the agent's port 49983: the pod IP when the provider
+// runs in the cluster (or Options.Dial says so), otherwise the API server's
+// port-forward, WebSocket first and SPDY as the fallback (dial.go), one
+// upgraded session per sandbox carrying a stream pair per connection.
+//
+// # Networks
+//
+// none, public and allowlist become one NetworkPolicy per distinct setting,
+// selected by the berth.sh/network label. They are enforced only by a CNI
+// that enforces NetworkPolicy; allowlist host names are resolved once,
+// when the policy is made.
+//
+// # Images
+//
+// The cluster pulls every image itself: a Spec image must be in a registry
+// the cluster can pull, and a task Dockerfile needs a builder outside the
+// cluster. Options.ImageMap (BERTH_K8S_IMAGE_MAP) maps task images to
+// pre-built ones; Spec.Build is NotSupported.
+package k8s

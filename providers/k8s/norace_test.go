@@ -1,0 +1,5 @@
+//go:build !race
+
+package k8s_test
+
+const raceOn = false

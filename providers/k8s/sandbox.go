@@ -1,0 +1,249 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/providers/k8s/podagent"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+var (
+	_ driver.Sandbox    = (*sandboxHandle)(nil)
+	_ driver.EnvdServer = (*sandboxHandle)(nil)
+	_ driver.Provider   = (*Provider)(nil)
+	_ http.RoundTripper = (*http.Transport)(nil)
+)
+
+// baseURL is the agent's URL; its host is never dialled (the transport
+// goes to the pod).
+const baseURL = "http://agent"
+
+// sandboxHandle is one sandbox: the pod for its life, its agent (envd) for
+// the rest.
+type sandboxHandle struct {
+	p     *Provider
+	id    string
+	token string
+	env   *envd.Client
+	tr    *http.Transport
+	fwd   io.Closer
+
+	gone     atomic.Pointer[string] // why the pod went, once it has
+	stopWait context.CancelFunc
+	waitDone chan struct{}
+	once     sync.Once
+}
+
+func tokenHash(key []byte, name string) string { return podagent.TokenHash(token(key, name)) }
+
+// handle builds the handle of a running pod and starts following it in the
+// cache, so that calls fail at once with the reason when it goes.
+func (p *Provider) handle(pod *corev1.Pod, key []byte) (*sandboxHandle, error) {
+	var m meta
+	_ = json.Unmarshal([]byte(pod.Annotations[annMeta]), &m)
+	tok := token(key, pod.Name)
+	tr, fwd := p.agentTransport(pod)
+	opts := []envd.ClientOption{envd.WithAccessToken(tok)}
+	if m.User != "" {
+		opts = append(opts, envd.WithUser(m.User))
+	}
+	c, err := envd.NewClient(baseURL, &http.Client{Transport: tr}, opts...)
+	if err != nil {
+		fwd.Close()
+		return nil, err
+	}
+	h := &sandboxHandle{p: p, id: pod.Name, token: tok, env: c, tr: tr, fwd: fwd, waitDone: make(chan struct{})}
+	var ctx context.Context
+	ctx, h.stopWait = context.WithCancel(context.Background())
+	go h.follow(ctx)
+	return h, nil
+}
+
+// unseenGrace is how long a handle waits for the cache to show a pod it
+// was given before it takes the pod for gone.
+const unseenGrace = 30 * time.Second
+
+// follow waits for the pod to leave the cache or end, then cuts the data
+// plane so that no call waits on a dead pod.
+func (h *sandboxHandle) follow(ctx context.Context) {
+	defer close(h.waitDone)
+	var why string
+	seen, start := false, time.Now()
+	err := h.p.w.until(ctx, h.id, func(pod *corev1.Pod) (bool, error) {
+		switch {
+		case pod == nil && !seen && time.Since(start) < unseenGrace:
+			// Connect may have read a pod (GET) that the cache has yet to see.
+			return false, nil
+		case pod == nil:
+			why = "its pod was deleted"
+		case pod.DeletionTimestamp != nil:
+			why = "its pod is being deleted"
+		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+			why = fmt.Sprintf("its pod ended (%s %s)", pod.Status.Reason, pod.Status.Message)
+		default:
+			seen = true
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return
+	}
+	h.gone.Store(&why)
+	h.fwd.Close()
+	h.tr.CloseIdleConnections()
+	_ = h.env.Close()
+}
+
+// wrap turns a data-plane failure after the pod went into NotFound with the
+// reason (a namespace deleted mid-job reads "its pod was deleted").
+func (h *sandboxHandle) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if why := h.gone.Load(); why != nil {
+		return types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s: %w", h.id, *why, err)
+	}
+	return err
+}
+
+func (h *sandboxHandle) ID() string { return h.id }
+
+// waitAgent waits for the agent to answer /health: the pod runs before the
+// agent listens.
+func (h *sandboxHandle) waitAgent(ctx context.Context) error {
+	delay := 20 * time.Millisecond
+	for {
+		err := h.env.Health(ctx)
+		if err == nil {
+			return nil
+		}
+		if why := h.gone.Load(); why != nil {
+			return h.wrap(err)
+		}
+		if types.ClassOf(err) == types.Unauthenticated {
+			return err // RBAC refused the port-forward
+		}
+		select {
+		case <-ctx.Done():
+			return types.Errorf(types.DeadlineExceeded, "k8s: the agent of pod %s did not answer: %w", h.id, err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+	pr, err := h.env.Exec(ctx, cmd)
+	if err != nil {
+		return nil, h.wrap(err)
+	}
+	return &process{Process: pr, h: h}, nil
+}
+
+// process wraps Wait's errors with the pod's fate.
+type process struct {
+	*envd.Process
+	h *sandboxHandle
+}
+
+func (p *process) Wait(ctx context.Context) (int, error) {
+	code, err := p.Process.Wait(ctx)
+	return code, p.h.wrap(err)
+}
+
+func (h *sandboxHandle) WriteFile(ctx context.Context, path string, r io.Reader, mode uint32) error {
+	return h.wrap(h.env.WriteFile(ctx, path, r, mode))
+}
+
+func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	rc, err := h.env.ReadFile(ctx, path)
+	return rc, h.wrap(err)
+}
+
+func (h *sandboxHandle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+	fi, err := h.env.Stat(ctx, path)
+	return fi, h.wrap(err)
+}
+
+func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+	fis, err := h.env.ListDir(ctx, path)
+	return fis, h.wrap(err)
+}
+
+func (h *sandboxHandle) MakeDir(ctx context.Context, path string) error {
+	return h.wrap(h.env.MakeDir(ctx, path))
+}
+
+func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
+	return h.wrap(h.env.Remove(ctx, path))
+}
+
+// SetTimeout rewrites the TTL annotation (one PATCH). The kubelet's
+// backstop, activeDeadlineSeconds, cannot be raised on a live pod, so a
+// deadline past it is refused.
+func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return types.Errorf(types.InvalidArgument, "k8s set timeout: %v is not positive", d)
+	}
+	return h.p.setExpiry(ctx, h.id, time.Now().Add(d))
+}
+
+func (p *Provider) setExpiry(ctx context.Context, id string, at time.Time) error {
+	pod, err := p.live(ctx, id)
+	if err != nil {
+		return err
+	}
+	if pod.Spec.ActiveDeadlineSeconds != nil {
+		start := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			start = pod.Status.StartTime.Time
+		}
+		if limit := start.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second); at.After(limit) {
+			return types.Errorf(types.InvalidArgument,
+				"k8s set timeout: %s is past the pod's backstop (activeDeadlineSeconds, %s); raise the provider's max lifetime", at.Format(time.RFC3339), limit.Format(time.RFC3339))
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annExpires: at.UTC().Format(time.RFC3339Nano)}}})
+	_, err = p.cs.CoreV1().Pods(p.opts.Namespace).Patch(ctx, id, k8stypes.MergePatchType, patch, metaPatchOpts)
+	return p.classifyNS(err, "set the ttl annotation")
+}
+
+// Delete deletes the pod.
+func (h *sandboxHandle) Delete(ctx context.Context) error {
+	return h.p.Delete(ctx, h.id)
+}
+
+// EnvdEndpoint hands berth serve the agent itself, so that it forwards envd
+// calls as they are.
+func (h *sandboxHandle) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) {
+	if why := h.gone.Load(); why != nil {
+		return types.EnvdEndpoint{}, types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
+	}
+	return types.EnvdEndpoint{BaseURL: baseURL, Transport: h.tr, AccessToken: h.token}, nil
+}
+
+// Close ends this handle's streams and its port-forward session; the pod
+// lives on.
+func (h *sandboxHandle) Close() error {
+	h.once.Do(func() {
+		h.stopWait()
+		<-h.waitDone
+		_ = h.env.Close()
+		h.fwd.Close()
+		h.tr.CloseIdleConnections()
+	})
+	return nil
+}
