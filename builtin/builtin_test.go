@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	k8sprovider "github.com/berth-sh/berth/providers/k8s"
 	localprovider "github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -90,14 +91,14 @@ func TestEntriesMatchFacts(t *testing.T) {
 
 func TestRegistryNames(t *testing.T) {
 	r := Registry()
-	if got, want := r.Names(), []string{"daytona", "e2b", "local", "modal"}; !slices.Equal(got, want) {
+	if got, want := r.Names(), []string{"daytona", "e2b", "k8s", "local", "modal"}; !slices.Equal(got, want) {
 		t.Fatalf("Names = %v, want %v", got, want)
 	}
 	if e, err := r.Lookup("agentenv"); err != nil || e.Name != "e2b" {
 		t.Fatalf("agentenv -> %q, %v; want e2b", e.Name, err)
 	}
 	_, err := r.Lookup("docker")
-	want := `unknown backend "docker" (registered: daytona, e2b (alias agentenv), local, modal)`
+	want := `unknown backend "docker" (registered: daytona, e2b (alias agentenv), k8s (alias kubernetes), local, modal)`
 	if err == nil || err.Error() != want || !errors.Is(err, types.ErrNotFound) {
 		t.Fatalf("unknown backend: %v", err)
 	}
@@ -133,6 +134,14 @@ func TestEntriesClaimOnlyWhatDriversDo(t *testing.T) {
 				// same function the entry names.
 				if !reflect.DeepEqual(e.Capabilities(), localprovider.ProviderCapabilities()) {
 					t.Errorf("entry %+v, driver %+v", e.Capabilities(), localprovider.ProviderCapabilities())
+				}
+				return
+			}
+			if name == "k8s" {
+				// Opening k8s syncs an informer with a cluster; the entry
+				// names the driver package's own derivation.
+				if !reflect.DeepEqual(e.Capabilities(), k8sprovider.ProviderCapabilities()) {
+					t.Errorf("entry %+v, driver %+v", e.Capabilities(), k8sprovider.ProviderCapabilities())
 				}
 				return
 			}
