@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -142,8 +141,12 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 		return nil, err
 	}
 	defer ln.Close()
+	// The image's and the Spec's environment go to the commands through
+	// the config pipe, never into the init's own environment: LD_PRELOAD
+	// or GODEBUG there would load code into, or steer, the agent itself.
 	cfg, err := agentinit.WriteConfig(agentinit.Config{
 		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir,
+		Env: envMap(img.Config.Env, env),
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +160,6 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 		InitBinary: run.initBinary,
 		Mounts:     run.mounts,
 		ExtraFiles: []*os.File{ln, cfg}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
-		Env:        mergeEnv(img.Config.Env, env),
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,
@@ -214,17 +216,6 @@ func envMap(base []string, over map[string]string) map[string]string {
 		vals[k] = v
 	}
 	return vals
-}
-
-// mergeEnv is envMap as entries sorted by name.
-func mergeEnv(base []string, over map[string]string) []string {
-	vals := envMap(base, over)
-	out := make([]string, 0, len(vals))
-	for k, v := range vals {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // limits maps Spec resources onto cgroup limits, refusing what the host

@@ -64,13 +64,15 @@
 //
 // # Building images
 //
-// A Spec with a Build is built from its Dockerfile (the subset package
-// dockerfile parses) by PrepareImage, or by Create when it was not
-// prepared: in one sandbox of the base image, with the Spec's network and
-// resources, committed as one layer on top of the base and stored as
-// berth.build/<name>:<key>, where the key digests the base image, the
-// Dockerfile, the build args and every context file a COPY or ADD names.
-// A stored key is a cache hit that starts no sandbox. See build.go.
+// A Spec with a Build is built from its Dockerfile by package imagebuild,
+// with this provider as its Host (build.go), by PrepareImage, or by Create
+// when it was not prepared: in one sandbox of the base image, with the
+// Spec's network and resources, committed as one layer on top of the base
+// and stored as berth.build/<name>:<key>, where the key digests the base
+// image, the Dockerfile, the build args and every context file a COPY or
+// ADD names. A stored key is a cache hit that starts no sandbox. After each
+// RUN every process it left is killed (container.KillAllButInit) before
+// the host writes into the sandbox's root again.
 //
 // # Pool
 //

@@ -77,6 +77,10 @@ func TestAttacksPooled(t *testing.T) {
 		{"PrivilegedCalls", TestAttackPrivilegedCalls},
 		{"SeeOtherSandbox", TestAttackSeeOtherSandbox},
 		{"SignalInit", TestAttackSignalInit},
+		{"PID1", TestAttackPID1},
+		{"SocketFamilies", TestAttackSocketFamilies},
+		{"InitEnv", TestAttackInitEnv},
+		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pooledTests.Store(t, true)

@@ -37,7 +37,8 @@ func extractInto(t *testing.T, o hosttar.Options, es ...tartest.Entry) (string, 
 		t.Fatal(err)
 	}
 	defer root.Close()
-	return dst, hosttar.ExtractWith(context.Background(), root, bytes.NewReader(tartest.Build(t, es...)), o)
+	_, err = hosttar.ExtractWith(context.Background(), root, bytes.NewReader(tartest.Build(t, es...)), o)
+	return dst, err
 }
 
 // assertConfined fails if any symlink under dst resolves, the way any
@@ -185,13 +186,16 @@ func TestExtractLimits(t *testing.T) {
 	// The stream never ends: reading the huge file's data would hang the
 	// test (and fill the disk), so the refusal must come from the header.
 	stream := io.MultiReader(bytes.NewReader(hugeHeader(t, 8<<30)), zeros{})
-	err = hosttar.ExtractWith(context.Background(), root, stream, hosttar.Options{MaxBytes: 1 << 20})
+	st, err := hosttar.ExtractWith(context.Background(), root, stream, hosttar.Options{MaxBytes: 1 << 20})
 	var le *hosttar.LimitError
 	if !errors.As(err, &le) || le.Max != 1<<20 || le.Entry != "huge.log" || types.ClassOf(err) != types.ResourceExhausted {
 		t.Fatalf("extract of an 8 GiB file with a 1 MiB limit = %v (class %v)", err, types.ClassOf(err))
 	}
 	if !strings.Contains(err.Error(), "1 MiB") {
 		t.Errorf("the error does not name the limit: %v", err)
+	}
+	if st.Files != 1 || st.Bytes != 3 {
+		t.Errorf("stats %+v, want the one small file", st)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "small")); err != nil || string(b) != "abc" {
 		t.Errorf("the entry before the limit: %q, %v", b, err)
@@ -200,7 +204,7 @@ func TestExtractLimits(t *testing.T) {
 		t.Errorf("the refused entry was created: %v", err)
 	}
 
-	err = hosttar.ExtractWith(context.Background(), root, bytes.NewReader(tartest.Build(t,
+	_, err = hosttar.ExtractWith(context.Background(), root, bytes.NewReader(tartest.Build(t,
 		tartest.File("1", "a"), tartest.File("2", "b"), tartest.File("3", "c"))), hosttar.Options{MaxEntries: 2})
 	if !errors.As(err, &le) || le.What != "entries" || le.Entry != "3" {
 		t.Errorf("3 entries with a limit of 2: %v", err)

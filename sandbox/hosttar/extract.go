@@ -67,7 +67,14 @@ func FormatBytes(n int64) string {
 
 // Extract unpacks a tar stream into root with the zero Options.
 func Extract(ctx context.Context, root *os.Root, r io.Reader) error {
-	return ExtractWith(ctx, root, r, Options{})
+	_, err := ExtractWith(ctx, root, r, Options{})
+	return err
+}
+
+// Stats count what an extraction wrote.
+type Stats struct {
+	Files int   // regular files written
+	Bytes int64 // their bytes
 }
 
 // ExtractWith unpacks a tar stream into root. Directories and regular files
@@ -87,27 +94,29 @@ func Extract(ctx context.Context, root *os.Root, r io.Reader) error {
 //
 // An unsafe entry stops the extraction with an InvalidArgument error, a
 // limit with a *LimitError (ResourceExhausted); what was extracted before
-// stays.
-func ExtractWith(ctx context.Context, root *os.Root, r io.Reader, o Options) error {
+// stays, and Stats counts it.
+func ExtractWith(ctx context.Context, root *os.Root, r io.Reader, o Options) (Stats, error) {
 	f, err := root.Open(".")
 	if err != nil {
-		return classifyFS(err)
+		return Stats{}, classifyFS(err)
 	}
 	dr, err := dirfd.FromFile(f, dirfd.Beneath)
 	f.Close()
 	if err != nil {
-		return classifyFS(err)
+		return Stats{}, classifyFS(err)
 	}
 	defer dr.Close()
 	x := &extractor{root: dr, o: o}
-	return x.run(ctx, r)
+	err = x.run(ctx, r)
+	return x.stats, err
 }
 
 type extractor struct {
 	root    *dirfd.Root
 	o       Options
-	bytes   int64
+	bytes   int64 // declared sizes so far, for MaxBytes
 	entries int
+	stats   Stats
 	links   []string // symlinks made, for the final check
 	dirs    []dirMode
 }
@@ -236,7 +245,9 @@ func (x *extractor) file(name string, r io.Reader, mode uint32) error {
 	if err != nil {
 		return x.fsErr(name, err)
 	}
-	_, err = io.Copy(f, r)
+	n, err := io.Copy(f, r)
+	x.stats.Bytes += n
+	x.stats.Files++
 	if err == nil {
 		err = unix.Fchmod(int(f.Fd()), mode)
 	}

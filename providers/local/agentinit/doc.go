@@ -8,7 +8,7 @@
 // token: argv and the init's environment stay readable in /proc/1 by the
 // sandbox's own processes, while the pipe is read once and closed.
 //
-// Main serves the envd protocol (package envd) through agent.Run, which
+// Main serves the envd protocol (package envd) through sandboxinit.Run, which
 // reaps orphans and exits at the deadline, and next to it TreePath: tar
 // streams unpacked into, or made of, the sandbox's files by the agent
 // itself, so that a tree moves in one call on any image without starting a

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/berth-sh/berth/agent"
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandboxinit"
 )
 
 // Options configure Main; the zero value uses the provider's fds.
@@ -35,9 +35,14 @@ func Main(ctx context.Context, o Options) error {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	// Before anything else: no process of the sandbox may read or trace
+	// the agent, which holds the socket and the deadline.
+	if err := sandboxinit.Harden(); err != nil {
+		return err
+	}
 	if os.Getpid() == 1 {
 		// cmd/berth cancels ctx on SIGINT, which any process of the
-		// sandbox can send to pid 1 (agent.Run drops the signal itself):
+		// sandbox can send to pid 1 (sandboxinit.Run drops the signal itself):
 		// the agent ends at its deadline or by SIGKILL from the host.
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -53,7 +58,7 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := agent.ListenerFromFD(o.ListenFD)
+	ln, err := sandboxinit.ListenerFromFD(o.ListenFD)
 	if err != nil {
 		return err
 	}
@@ -74,8 +79,8 @@ func Main(ctx context.Context, o Options) error {
 	mux := http.NewServeMux()
 	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User, budget))
 	mux.Handle("/", srv)
-	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
-	if errors.Is(err, agent.ErrDeadline) {
+	err = sandboxinit.Run(ctx, sandboxinit.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
+	if errors.Is(err, sandboxinit.ErrDeadline) {
 		return nil // the sandbox's TTL ended: a normal end
 	}
 	return err

@@ -30,7 +30,7 @@ func extractTar(ctx context.Context, dir string, r io.Reader) error {
 		return classifyFS(err)
 	}
 	defer root.Close()
-	if err := hosttar.ExtractWith(ctx, root, r, hosttar.Options{WorldWritable: true}); err != nil {
+	if _, err := hosttar.ExtractWith(ctx, root, r, hosttar.Options{WorldWritable: true}); err != nil {
 		return err
 	}
 	// Drain what follows the archive's end, so the sender never blocks.

@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"context"
@@ -53,6 +53,11 @@ func Run(ctx context.Context, o Options) error {
 	logf := o.Logf
 	if logf == nil {
 		logf = log.Printf
+	}
+	if os.Getpid() == 1 {
+		if err := Harden(); err != nil {
+			return err
+		}
 	}
 	if err := closeOnExec(); err != nil {
 		logf("agent: mark inherited fds close-on-exec: %v", err)
