@@ -19,6 +19,7 @@
 //	<state>/runc                     the OCI runtime's --root
 //	<state>/blank/<digest>/           pooled sandboxes' root before Create (see Pool)
 //	<state>/builds/<key>.lock        taken while an image of that key builds
+//	<state>/owners/*.lock            one per open Provider, locked while it is open
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
 //	    agent.sock                   the agent's listening socket
@@ -39,6 +40,15 @@
 // What it leaves (runtime state, the overlay mount, cgroup directories, the
 // sandbox directory) is removed lazily by List and Connect when they meet
 // it, and by Reap, which `berth sandboxes reap` calls.
+//
+// A berth process that dies with the provider open (SIGKILL, a crash)
+// leaves its lock file in <state>/owners unlocked; the next New on the
+// state directory finds it and removes what such a process leaves:
+// ended and half-made sandboxes, its pool's members (their agents exit
+// when the pipe they wait on closes), their mounts, cgroups and runtime
+// state, and runtime state no sandbox directory names (owners.go). Nobody
+// has to run reap after a crash. The host side of every overlay is
+// mounted nosuid and nodev.
 //
 // # Resources
 //

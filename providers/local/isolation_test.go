@@ -81,6 +81,7 @@ func TestAttacksPooled(t *testing.T) {
 		{"SocketFamilies", TestAttackSocketFamilies},
 		{"InitEnv", TestAttackInitEnv},
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
+		{"HostSideSetID", TestAttackHostSideSetID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pooledTests.Store(t, true)

@@ -49,6 +49,8 @@ type Provider struct {
 	cts map[string]*container.Container
 
 	pool *pool // nil without Options.Pool
+
+	owner *os.File // the owner lock (owners.go)
 }
 
 // geteuid is a variable so that tests run as root can see the other path.
@@ -119,6 +121,12 @@ func New(o Options) (*Provider, error) {
 	if err := container.SetSubreaper(); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if err := p.register(); err != nil {
+		return nil, err
+	}
+	if dead := p.deadOwners(); dead > 0 {
+		p.cleanAfterCrash(dead)
+	}
 	p.pool = newPool(p, o.Pool)
 	return p, nil
 }
@@ -129,9 +137,14 @@ func (p *Provider) StateDir() string { return p.state }
 // Capabilities reports ProviderCapabilities.
 func (p *Provider) Capabilities() types.Capabilities { return ProviderCapabilities() }
 
-// Close removes the pool's ready sandboxes, if any. Sandboxes handed out
-// live on until their TTL or a Delete, from this process or another.
-func (p *Provider) Close() error { return p.pool.close() }
+// Close removes the pool's ready sandboxes, if any, and releases the
+// owner lock (see owners.go). Sandboxes handed out live on until their TTL
+// or a Delete, from this process or another.
+func (p *Provider) Close() error {
+	err := p.pool.close()
+	p.unregister()
+	return err
+}
 
 // agent returns how the agent binary starts in a sandbox.
 func (p *Provider) agent(ctx context.Context) (launch, error) {
