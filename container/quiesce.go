@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // KillAllButInit ends every process of the container except its init and
@@ -29,6 +31,9 @@ func (ct *Container) KillAllButInit(ctx context.Context) error {
 	ct.mu.Unlock()
 	if deleted {
 		return fmt.Errorf("container %s: %w", ct.id, errDeleted)
+	}
+	if isGVisor(ct.bin) {
+		return types.Errorf(types.NotSupported, "container %s: under runsc the container's processes are gVisor's, not the host's", ct.id)
 	}
 	fz := ct.freezer()
 	for round := 0; ; round++ {

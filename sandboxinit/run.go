@@ -30,6 +30,8 @@ type Options struct {
 	// Deadline is when Run returns ErrDeadline; zero means never. It can be
 	// moved with SetDeadline.
 	Deadline time.Time
+	// Token, when set, must come with every call on ControlPath.
+	Token string
 	// Reap turns zombie reaping on even when not PID 1 (then the process
 	// should be a child subreaper). PID 1 always reaps.
 	Reap bool
@@ -94,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 		defer signal.Stop(sigs)
 	}
 
-	dl := newDeadline(o.Deadline)
+	dl := newDeadline(o.Deadline, o.Token)
 	defer dl.stop()
 	mux := http.NewServeMux()
 	mux.Handle(ControlPath, dl)

@@ -50,6 +50,9 @@ func (h buildHost) Image(ctx context.Context, ref string) (image.Image, error) {
 // is ready) and keeps its container handle for Rootfs, KillStrays and Stop.
 func (h buildHost) Start(ctx context.Context, spec types.Spec) (imagebuild.Sandbox, error) {
 	p := h.p
+	if p.rt.IsGVisor() {
+		return nil, types.Errorf(types.NotSupported, "building images under runsc is not supported: the builder writes into the sandbox's root from the host and ends what a RUN left through the host's cgroup, neither of which gVisor's kernel sees; build the image with the default runtime (runc) first, then run it under runsc")
+	}
 	sb, err := p.Create(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	m := &meta{
 		ID: id, Image: img.Ref, ImageID: img.ID, Labels: spec.Labels,
 		Created: now.UTC(), Expires: now.Add(spec.TTL).UTC(),
-		Token: newToken(), Socket: filepath.Join(dir, socketFile),
+		Token: newToken(), Socket: p.socketPath(dir),
 		WorkDir: workDir, Network: string(spec.Network.Mode),
 	}
 	ct, err := p.start(ctx, m, run, img, who, lim, network, spec.Env)
@@ -136,6 +136,13 @@ func (p *Provider) newDir() (id, dir string, lock *dirLock, err error) {
 
 // start runs the container with the agent as its init.
 func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, network container.Network, env map[string]string) (*container.Container, error) {
+	if p.rt.IsGVisor() {
+		ct, err := p.startGVisor(ctx, m, run, img, who, lim, network, env)
+		if err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", m.ID, err)
+		}
+		return ct, nil
+	}
 	ln, err := container.ListenUnix(m.Socket)
 	if err != nil {
 		return nil, err
@@ -177,7 +184,11 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *container.Container) error {
 	hctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
-	if err := h.env.Health(hctx); err != nil {
+	err := p.waitSocket(hctx, h.socket)
+	if err == nil {
+		err = h.env.Health(hctx)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

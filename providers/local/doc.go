@@ -122,6 +122,24 @@
 // cold, and so is a sandbox whose ready one failed to take its Spec (that
 // one is removed).
 //
+// # gVisor
+//
+// With Options.Runtime "runsc" ($BERTH_RUNTIME=runsc; Debian package
+// runsc) sandboxes run under gVisor: their system calls go to a kernel in
+// user space, so a bug in the host's kernel is no way out. runsc passes no
+// fds into a container, so the agent gets a directory of the sandbox's own
+// (<sandbox>/run, mounted at /.berth/run): its Config is written there
+// (root's alone; the agent removes it before anything else runs) and its
+// socket is made there (runsc --host-uds=create). A process of the sandbox
+// can reach that socket, but every call needs the sandbox's token, the
+// deadline's too; a root process there can replace the socket file, and
+// the host then talks to that process instead (which can answer for the
+// sandbox, which it controls anyway, and reach nothing of the host's); the
+// deadline still ends the sandbox. Not supported under runsc, each refused
+// as NotSupported: network public, the pool (turned off) and image builds
+// (build with runc first: the image is then a cache hit). Cost: see
+// BENCHMARKS.md.
+//
 // # The agent binary
 //
 // The binary mounted into each sandbox is Options.AgentBinary, default the

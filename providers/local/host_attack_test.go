@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,7 +105,7 @@ func TestAttackPID1(t *testing.T) {
 	if got := sh(t, sb, "echo alive"); got != "alive" {
 		t.Fatalf("after the attacks: %q", got)
 	}
-	dl, err := sandboxinit.GetDeadline(testCtx(t), filepath.Join(stateDir, "sandboxes", sb.ID(), "agent.sock"))
+	dl, err := sandboxinit.GetDeadline(testCtx(t), filepath.Join(stateDir, "sandboxes", sb.ID(), "agent.sock"), sandboxToken(t, sb.ID()))
 	if left := time.Until(dl); err != nil || left < 50*time.Minute || left > time.Hour {
 		t.Errorf("the agent's deadline is %v away (%v), want the hour the host set", left, err)
 	}
@@ -178,4 +179,20 @@ func TestAttackInitEnv(t *testing.T) {
 	if got := sh(t, sb, "echo $MARK; echo $LD_PRELOAD"); got != mark+"\n/tmp/"+mark+".so" {
 		t.Errorf("a command's environment: %q, want the Spec's", got)
 	}
+}
+
+// sandboxToken reads a sandbox's access token from its record.
+func sandboxToken(t *testing.T, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(stateDir, "sandboxes", id, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Token == "" {
+		t.Fatalf("meta.json of %s: %v", id, err)
+	}
+	return m.Token
 }

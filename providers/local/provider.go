@@ -94,12 +94,16 @@ func New(o Options) (*Provider, error) {
 	if err := o.Pool.validate(); err != nil {
 		return nil, err
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if isGVisor(o.Runtime) && o.Pool.Size > 0 {
+		o.Logger.Info("local: no pool under runsc (a pooled sandbox switches its root from the host, which gVisor's own file system does not see); every create is cold")
+		o.Pool = Pool{}
+	}
 	state, err := StateDir(o.StateDir)
 	if err != nil {
 		return nil, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
 		opts:      o,
@@ -109,7 +113,7 @@ func New(o Options) (*Provider, error) {
 		rt:        container.Runtime{Binary: o.Runtime, Root: filepath.Join(state, "runc"), CgroupParent: o.CgroupParent},
 		cts:       map[string]*container.Container{},
 	}
-	if sock := filepath.Join(p.dir("sb-0123456789abcdef"), socketFile); len(sock) > maxSocketPath {
+	if sock := p.socketPath(p.dir("sb-0123456789abcdef")); len(sock) > maxSocketPath {
 		return nil, types.Errorf(types.InvalidArgument, "state dir %s is too long: the agent sockets under it (%d bytes) would pass the %d bytes a unix socket path may have", state, len(sock), maxSocketPath)
 	}
 	if err := os.MkdirAll(p.sandboxes, 0o700); err != nil {

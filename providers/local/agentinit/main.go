@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandboxinit"
@@ -16,6 +18,9 @@ import (
 type Options struct {
 	// ListenFD and ConfigFD override the inherited fds (tests).
 	ListenFD, ConfigFD int
+	// RunDir, when set, replaces the inherited fds: the agent listens on
+	// RunSocket in it and reads RunConfig from it (see RunDirPath).
+	RunDir string
 	// Logf logs the agent's events (to the container's log file); nil is
 	// the standard logger.
 	Logf func(format string, args ...any)
@@ -50,7 +55,13 @@ func Main(ctx context.Context, o Options) error {
 	limitProcs()
 	reserveThreads(spareThreads)
 	budget := newThreadBudget()
-	cfg, err := ReadConfig(o.ConfigFD)
+	var cfg Config
+	var err error
+	if o.RunDir != "" {
+		cfg, err = ReadConfigFile(filepath.Join(o.RunDir, RunConfig))
+	} else {
+		cfg, err = ReadConfig(o.ConfigFD)
+	}
 	if err != nil {
 		return err
 	}
@@ -58,7 +69,12 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := sandboxinit.ListenerFromFD(o.ListenFD)
+	var ln net.Listener
+	if o.RunDir != "" {
+		ln, err = net.Listen("unix", filepath.Join(o.RunDir, RunSocket))
+	} else {
+		ln, err = sandboxinit.ListenerFromFD(o.ListenFD)
+	}
 	if err != nil {
 		return err
 	}
@@ -79,7 +95,7 @@ func Main(ctx context.Context, o Options) error {
 	mux := http.NewServeMux()
 	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User, budget))
 	mux.Handle("/", srv)
-	err = sandboxinit.Run(ctx, sandboxinit.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
+	err = sandboxinit.Run(ctx, sandboxinit.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Token: cfg.Token, Logf: o.Logf})
 	if errors.Is(err, sandboxinit.ErrDeadline) {
 		return nil // the sandbox's TTL ended: a normal end
 	}
