@@ -201,7 +201,7 @@ func (b *builder) step(ctx context.Context, st *buildState, croot *os.Root, in d
 			return err
 		}
 		if err := b.sb.KillStrays(ctx); err != nil {
-			return fmt.Errorf("Dockerfile:%d: RUN: end what it left running: %w", in.Line, err)
+			return fmt.Errorf("%s: RUN: end what it left running: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 		}
 		return nil
 	case "COPY", "ADD":
