@@ -123,24 +123,27 @@ func (ct *Container) freezer() *freezer {
 	return nil
 }
 
-// freeze freezes the cgroup and waits until it is frozen (v1 freezes
-// asynchronously: FREEZING until every task stopped; v2 reports it in
-// cgroup.events, and a frozen task that gets SIGKILL still dies).
+// freeze freezes the cgroup and waits until it is frozen: v1 freezes
+// asynchronously (FREEZING until every task stopped; writing FROZEN again
+// retries the tasks that were busy in the kernel), v2 reports it in
+// cgroup.events. A frozen task that gets SIGKILL still dies, at the thaw
+// on v1.
 func (f *freezer) freeze(ctx context.Context) error {
 	if err := os.WriteFile(f.file, []byte(f.frozen), 0); err != nil {
 		return fmt.Errorf("freeze: %w", err)
 	}
+	check, want := f.file, "FROZEN"
 	if !f.v1 {
-		return f.waitV2(ctx)
+		check, want = filepath.Join(filepath.Dir(f.file), "cgroup.events"), "frozen 1"
 	}
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
 	for {
-		b, err := os.ReadFile(f.file)
+		b, err := os.ReadFile(check)
 		if err != nil {
 			return fmt.Errorf("freeze: %w", err)
 		}
-		if strings.TrimSpace(string(b)) == "FROZEN" {
+		if strings.Contains(string(b), want) {
 			return nil
 		}
 		select {
@@ -148,29 +151,9 @@ func (f *freezer) freeze(ctx context.Context) error {
 			_ = f.thaw()
 			return fmt.Errorf("freeze %s: %w", f.file, ctx.Err())
 		case <-time.After(time.Millisecond):
-			// Writing again retries tasks that were busy in the kernel.
-			_ = os.WriteFile(f.file, []byte(f.frozen), 0)
-		}
-	}
-}
-
-func (f *freezer) waitV2(ctx context.Context) error {
-	events := filepath.Join(filepath.Dir(f.file), "cgroup.events")
-	ctx, cancel := context.WithTimeout(ctx, killTimeout)
-	defer cancel()
-	for {
-		b, err := os.ReadFile(events)
-		if err != nil {
-			return fmt.Errorf("freeze: %w", err)
-		}
-		if strings.Contains(string(b), "frozen 1") {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.thaw()
-			return fmt.Errorf("freeze %s: %w", f.file, ctx.Err())
-		case <-time.After(time.Millisecond):
+			if f.v1 {
+				_ = os.WriteFile(f.file, []byte(f.frozen), 0)
+			}
 		}
 	}
 }

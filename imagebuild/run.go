@@ -9,11 +9,11 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/berth-sh/berth/dockerfile"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/internal/passwd"
+	"github.com/berth-sh/berth/internal/tailbuf"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -228,7 +228,7 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 	if err != nil {
 		return stepErr(in, types.NotSupported, "%v", err)
 	}
-	out := &tailBuffer{max: maxRunOutput}
+	out := &tailbuf.Buffer{Max: maxRunOutput}
 	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: out, Stderr: out})
 	if err != nil {
 		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
@@ -241,7 +241,7 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
 	if code != 0 {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, out.String())
+		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, tail(out))
 	}
 	return nil
 }
@@ -287,34 +287,10 @@ func shorten(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// tailBuffer keeps the last max bytes written to it; RUN's stdout and
-// stderr write to it from two goroutines.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 2*t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+// tail is a RUN's output as its error shows it.
+func tail(t *tailbuf.Buffer) string {
+	if s := strings.TrimSpace(string(t.Bytes())); s != "" {
+		return s
 	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.b
-	if len(b) > t.max {
-		b = b[len(b)-t.max:]
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "(no output)"
-	}
-	return s
+	return "(no output)"
 }

@@ -1,9 +1,6 @@
 package local_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,31 +13,9 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// crashHelperEnv makes helperMain open a pool of 2, create one sandbox of
-// helperTTL, print its ID and the pool's, and wait to be killed.
+// crashHelperEnv, with poolHelperEnv, makes the pool helper create a
+// sandbox of helperTTL first (see poolHelperMain).
 const crashHelperEnv = "BERTH_LOCAL_TEST_CRASH_HELPER"
-
-func crashHelperMain() int {
-	o := helperOptions()
-	o.Pool = local.Pool{Size: 2}
-	d, err := local.New(o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx := context.Background()
-	sb, err := sandbox.NewProvider("local", d).Create(ctx, sandbox.Spec{Image: local.DefaultImage, TTL: helperTTL})
-	var ids []string
-	if err == nil {
-		ids, err = local.PoolReady(ctx, d)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(sb.ID(), strings.Join(ids, " "))
-	select {} // until SIGKILL
-}
 
 // A berth process with a sandbox and a pool is killed with SIGKILL. Its
 // sandbox ends at its TTL and its pool's sandboxes at once, with nobody
@@ -54,7 +29,7 @@ func crashHelperMain() int {
 func TestCrashLeftoversCleanedOnOpen(t *testing.T) {
 	needRoot(t)
 	newDriver(t) // this process reaps the orphaned inits (subreaper)
-	cmd, ids := startHelper(t, 3, crashHelperEnv+"=1")
+	cmd, ids := startHelper(t, 3, poolHelperEnv+"=1", crashHelperEnv+"=1")
 	created := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

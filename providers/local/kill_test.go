@@ -68,9 +68,6 @@ func helperMain() int {
 	if os.Getenv(poolHelperEnv) != "" {
 		return poolHelperMain()
 	}
-	if os.Getenv(crashHelperEnv) != "" {
-		return crashHelperMain()
-	}
 	d, err := local.New(helperOptions())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
