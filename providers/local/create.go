@@ -197,17 +197,20 @@ func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *containe
 	return nil
 }
 
-// logTail is the end of the init's log, for errors.
+// logTail is the end of the init's log, for errors: at most its last KiB
+// is read, however much the agent wrote.
 func logTail(p string) string {
-	b, err := os.ReadFile(p)
+	f, err := os.Open(p)
 	if err != nil {
 		return "(none)"
 	}
+	defer f.Close()
 	const max = 1024
-	b = bytes.TrimSpace(b)
-	if len(b) > max {
-		b = b[len(b)-max:]
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
 	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return "(empty)"
 	}
