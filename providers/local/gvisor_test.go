@@ -13,7 +13,7 @@ import (
 
 // runscMissing says why gVisor's runsc cannot run containers here, or "".
 // It runs a minimal container (the attacker's no-op) the way berth does.
-func runscMissing(t *testing.T) string {
+func runscMissing(t testing.TB) string {
 	t.Helper()
 	if skipReason != "" {
 		return skipReason

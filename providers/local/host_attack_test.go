@@ -32,7 +32,7 @@ var attacker struct {
 }
 
 // attackerBinary builds testdata/attacker once per test process.
-func attackerBinary(t *testing.T) string {
+func attackerBinary(t testing.TB) string {
 	t.Helper()
 	attacker.once.Do(func() {
 		dir, err := os.MkdirTemp("", "berth-attacker-")
