@@ -88,7 +88,7 @@ func (t *tree) mkdirAll(p string, o owner) error {
 	if t.isDir(p) {
 		return nil
 	}
-	d, err := t.root.MkdirAll(p, 0o755, nil)
+	d, err := t.root.MkdirAll(p, 0o755)
 	if err != nil {
 		return fmt.Errorf("mkdir %s: %w", p, err)
 	}

@@ -165,11 +165,9 @@ func (r *Root) Lstat(p string) (unix.Stat_t, error) {
 }
 
 // MkdirAll makes the directory p and its missing parents with mode perm
-// (then umask-free: chmod'ed to perm) and returns it open. made, when not
-// nil, is called for each directory it made, in order, with its parent and
-// name, to give it attributes before anything goes into it. An existing
+// (chmod'ed to it, whatever the umask) and returns it open. An existing
 // element that is not a directory (or, Beneath, a symlink) is an error.
-func (r *Root) MkdirAll(p string, perm uint32, made func(parent *Dir, name string) error) (*Dir, error) {
+func (r *Root) MkdirAll(p string, perm uint32) (*Dir, error) {
 	rel := Clean(p)
 	if d, err := r.OpenDir(rel); err == nil || !errors.Is(err, unix.ENOENT) {
 		return d, err
@@ -186,9 +184,7 @@ func (r *Root) MkdirAll(p string, perm uint32, made func(parent *Dir, name strin
 			if err = cur.Mkdir(name, perm); err == nil || errors.Is(err, fs.ErrExist) {
 				created := err == nil
 				if next, err = r.OpenDir(prefix); err == nil && created {
-					if err = next.chmodSelf(perm); err == nil && made != nil {
-						err = made(cur, name)
-					}
+					err = next.chmodSelf(perm)
 				}
 			}
 		}

@@ -186,7 +186,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		d, err := x.root.MkdirAll(name, 0o755, nil)
+		d, err := x.root.MkdirAll(name, 0o755)
 		if err != nil {
 			return x.fsErr(name, err)
 		}
@@ -218,7 +218,7 @@ func (x *extractor) place(name string) (*dirfd.Dir, string, error) {
 	if name == "." {
 		return nil, "", types.Errorf(types.InvalidArgument, "tar entry %q would replace the tree's root", name)
 	}
-	d, err := x.root.MkdirAll(path.Dir(name), 0o755, nil)
+	d, err := x.root.MkdirAll(path.Dir(name), 0o755)
 	if err != nil {
 		return nil, "", x.fsErr(name, err)
 	}
