@@ -36,10 +36,11 @@ func fifoTar(t *testing.T, n int) string {
 // and no link; and the host file keeps its mode whatever the race did
 // (imagebuild's TestTreeRacedNames wins the race every time).
 //
-// Checked against main at 6f9918d: the process lived on through the ADD
-// and replaced 8688 of the 10000 FIFOs with links to the host file (it was
-// late to every chmod in that run; won, the chmod made the host file
-// 0777, see TestTreeRacedNames); passes after.
+// Checked against main at 6f9918d: the process lived on through the ADD;
+// in one run it won a race and the builder's chmod made the host file
+// 0777, in another it was late to every chmod but left 8688 of the 10000
+// FIFOs replaced by links to the host file (the race is a matter of
+// microseconds: TestTreeRacedNames wins it every time). Passes after.
 func TestAttackBuildSwapsNames(t *testing.T) {
 	p, _ := buildProvider(t)
 	victim := filepath.Join(t.TempDir(), "victim")
