@@ -40,7 +40,8 @@ const localPoolSize = 2
 
 // openLocal opens the local driver on $BERTH_STATE_DIR (default
 // /var/lib/berth), mounting $BERTH_AGENT_BINARY (default the running berth
-// binary, which must be static) into sandboxes as their agent, with a pool
+// binary, which must be static) into sandboxes as their agent, under the
+// OCI runtime $BERTH_RUNTIME (default runc; runsc for gVisor), with a pool
 // of $BERTH_POOL_SIZE (default localPoolSize).
 func openLocal(_ context.Context, cfg registry.Config) (driver.Provider, error) {
 	pool := localprovider.Pool{Size: localPoolSize}
@@ -54,6 +55,7 @@ func openLocal(_ context.Context, cfg registry.Config) (driver.Provider, error) 
 	return localprovider.New(localprovider.Options{
 		StateDir:    cfg.Env.Get(localprovider.EnvStateDir),
 		AgentBinary: cfg.Env.Get(localprovider.EnvAgentBinary),
+		Runtime:     cfg.Env.Get(localprovider.EnvRuntime),
 		Logger:      cfg.Logger,
 		Pool:        pool,
 	})

@@ -85,6 +85,11 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 	if err != nil {
 		return nil, err
 	}
+	if isGVisor(bin) {
+		if err := checkGVisor(&c); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkRoot(); err != nil {
 		return nil, err
 	}
@@ -371,9 +376,11 @@ func (ct *Container) Delete(ctx context.Context) error {
 		// read: remove where it would have put them.
 		cgroups = expectedCgroups(ct.cgPath)
 	}
-	if ct.proc == nil {
+	if ct.proc == nil || isGVisor(ct.bin) {
 		// No handle on the init (a start killed half way, or a Load
-		// of an exited one): whatever is still in its cgroups goes.
+		// of an exited one), or runsc's gofer, which outlives the
+		// sandbox process a moment: whatever is still in its cgroups
+		// goes.
 		kctx, cancel := context.WithTimeout(ctx, killTimeout)
 		err := killCgroupProcs(kctx, cgroups)
 		cancel()

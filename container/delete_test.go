@@ -62,7 +62,9 @@ func TestAgentExitsAtDeadlineAndLoadDeletes(t *testing.T) {
 	needRoot(t)
 	r := testRuntime(t)
 	c, sock := agentConfig(t)
-	c.Env = []string{"TESTINIT_DEADLINE=" + deadlineIn(300)}
+	// Long enough that a loaded machine's create (runc, then reading the
+	// init's /proc entry) is done before the init is gone.
+	c.Env = []string{"TESTINIT_DEADLINE=" + deadlineIn(1500)}
 	ct := create(t, r, c)
 	if got := agentGet(t, sock, "/hello"); got == "" {
 		t.Fatal("agent did not answer")

@@ -18,13 +18,14 @@
 //
 //   - the per-container directory (upper, work, rootfs, bundle, etc files);
 //   - an overlayfs of the lower directories and the upper directory, mounted
-//     on the host before the runtime starts (about 0.2 ms);
+//     nosuid,nodev on the host before the runtime starts (about 0.2 ms);
 //   - an OCI config (runtime-spec types): new mount, pid, uts, ipc, net and
 //     cgroup namespaces, an explicit cgroupsPath under Runtime.CgroupParent,
 //     cpu/memory/pids limits, Docker's default capability set minus the ones
 //     a sandbox never needs, no_new_privileges, Docker's masked and
 //     read-only paths, a seccomp deny list (Docker's allow list on request,
-//     see Seccomp), no rlimit changes, and a minimal /dev (null, zero, full,
+//     see Seccomp; SECURITY.md compares the two call by call), no rlimit
+//     changes, and a minimal /dev (null, zero, full,
 //     random, urandom, tty, pts, shm, mqueue) behind a deny-all device
 //     cgroup;
 //   - `runtime run --detach` with stdio on /dev/null and a log file (the

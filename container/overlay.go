@@ -26,12 +26,17 @@ func overlayOptions(lowers []string, upper, work string) string {
 }
 
 // mountOverlay mounts the overlay of lowers (lowest first) and upper on
-// target. Option strings too long for mount(2) go through the new mount API
-// one layer at a time (lowerdir+, Linux 6.8+).
+// target, nosuid and nodev: the host side of a sandbox's root holds what
+// the sandbox wrote (a set-id binary, a device node in an image), and no
+// host process may run or open it with those powers. Bind mounts of it,
+// the container's root among them, keep the flags; inside, no_new_privs
+// already makes set-id bits inert and /dev is the runtime's own. Option
+// strings too long for mount(2) go through the new mount API one layer at
+// a time (lowerdir+, Linux 6.8+).
 func mountOverlay(lowers []string, upper, work, target string) error {
 	opts := overlayOptions(lowers, upper, work)
 	if len(opts) <= maxMountData {
-		if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount overlay on %s: %w", target, err)
 		}
 		return nil
@@ -60,7 +65,7 @@ func mountOverlayFSConfig(lowers []string, upper, work, target string) error {
 	if err := unix.FsconfigCreate(fsfd); err != nil {
 		return fmt.Errorf("mount overlay: create: %w", err)
 	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return fmt.Errorf("mount overlay: fsmount: %w", err)
 	}

@@ -85,8 +85,37 @@ var geteuid = os.Geteuid
 
 // command runs the runtime with its global flags; output goes to out.
 func (r Runtime) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
-	all := append([]string{"--root", r.root()}, args...)
-	return exec.CommandContext(ctx, bin, all...)
+	all := []string{"--root", r.root()}
+	if isGVisor(bin) {
+		// No network but loopback (berth's network none; gVisor's own
+		// netstack would need an interface set up for it), and unix
+		// sockets the sandbox creates in a bind-mounted host directory
+		// are real host sockets: the agent's (no fds pass into runsc).
+		all = append(all, "--network=none", "--host-uds=create")
+	}
+	return exec.CommandContext(ctx, bin, append(all, args...)...)
+}
+
+// isGVisor reports whether the runtime binary is gVisor's runsc.
+func isGVisor(bin string) bool { return filepath.Base(bin) == "runsc" }
+
+// IsGVisor reports whether r runs containers under gVisor (runsc), whose
+// containers take no inherited fds, no network but loopback, and no
+// SwitchRoot or KillAllButInit (the sandbox's processes are the user
+// space kernel's, not the host's).
+func (r Runtime) IsGVisor() bool { return isGVisor(r.Binary) }
+
+// checkGVisor refuses what runsc cannot do.
+func checkGVisor(c *Config) error {
+	switch {
+	case len(c.ExtraFiles) > 0:
+		return types.Errorf(types.NotSupported, "container %s: runsc cannot pass file descriptors (ExtraFiles); pass a socket directory as a mount", c.ID)
+	case c.Network != NetworkNone:
+		return types.Errorf(types.NotSupported, "container %s: network %q under runsc: only none is supported", c.ID, c.Network)
+	case c.Blank:
+		return types.Errorf(types.NotSupported, "container %s: a blank root (SwitchRoot) under runsc is not supported", c.ID)
+	}
+	return nil
 }
 
 // run runs a short runtime command and returns its combined output in the

@@ -13,7 +13,7 @@ const maxSocketPath = 107
 
 // ListenUnix creates a listening unix socket at path on the host and
 // returns it as a file to pass in Config.ExtraFiles: the agent inside
-// serves on it (agent.ListenerFromFD) while the path stays on the host, out
+// serves on it (sandboxinit.ListenerFromFD) while the path stays on the host, out
 // of the container's reach. The container cannot plant a symlink in its
 // place or connect to it itself, which a bind-mounted, writable socket
 // directory would allow. The socket file is not removed when the returned

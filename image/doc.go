@@ -37,13 +37,16 @@
 // Layers come from the network or from users' files, so unpacking refuses
 // (InvalidArgument, naming the entry) absolute names, ".." components, any
 // entry whose parent is a symlink or a file in the layer (no writes through
-// symlinks, even ones pointing inside the layer), and hardlinks to anything
-// but a file or symlink already unpacked from the same layer. All writes go
-// through an os.Root on the layer's temporary directory, so even a bug in
-// those checks cannot escape it. Device nodes are skipped: sandboxes get
-// their /dev from the runtime, never from an image. Ownership, setuid,
-// setgid and sticky bits, file capabilities and user.* xattrs are kept;
-// trusted.* xattrs from a layer are dropped, since they would steer overlayfs.
+// symlinks, even ones pointing inside the layer), and hardlinks to
+// anything but a file or symlink already unpacked from the same layer. All
+// writes go through package dirfd on the layer's temporary directory,
+// resolving every path with no symlink followed and acting on the last
+// element without following it (owners, modes and times included), so
+// even a bug in those checks cannot reach outside it. Device nodes are
+// skipped: sandboxes get their /dev from the runtime, never from an image.
+// Ownership, setuid, setgid and sticky bits, file capabilities and user.*
+// xattrs are kept; trusted.* xattrs from a layer are dropped, since they
+// would steer overlayfs.
 //
 // Each layer is unpacked into a temporary directory and renamed into place,
 // so a layer directory that exists is complete; concurrent pulls of one
@@ -57,5 +60,7 @@
 // written as an OCI layer tar, with its overlayfs whiteouts and opaque
 // markers turned back into .wh. entries, and that stream is unpacked like
 // any pulled layer, with the same checks, so a committed image is an
-// ordinary one: its layer's diff ID is the digest of the tar.
+// ordinary one: its layer's diff ID is the digest of the tar. The
+// directory must be still: the builder commits only after every process
+// of its sandbox is dead.
 package image

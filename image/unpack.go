@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/dirfd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -52,35 +52,36 @@ type node struct {
 }
 
 type unpacker struct {
-	root  *os.Root
+	root  *dirfd.Root
 	nodes map[string]*node
 	dirs  []string // explicit directory entries, for modes and times at the end
 	buf   []byte
 	euid  int
 
-	// The directory of the last entry, opened as a Root of its own: entries
-	// come grouped by directory, and one openat per entry is much cheaper
-	// than os.Root walking every component of every path. Dropped whenever
-	// anything is removed, since it could be the directory removed.
+	// The directory of the last entry, kept open: entries come grouped by
+	// directory, and one openat per entry is much cheaper than resolving
+	// every component of every path. Dropped whenever anything is removed,
+	// since it could be the directory removed.
 	atDir  string
-	atRoot *os.Root
+	atRoot *dirfd.Dir
 }
 
-// at returns a Root on p's parent directory and p's base name. The parent
-// was checked by parents, so it is a real directory of this layer.
-func (u *unpacker) at(p string) (*os.Root, string, error) {
+// at returns p's parent directory and p's base name; every call on the
+// name acts on it without following it. The parent was checked by parents,
+// so it is a real directory of this layer.
+func (u *unpacker) at(p string) (*dirfd.Dir, string, error) {
 	dir, base := path.Split(p)
 	dir = strings.TrimSuffix(dir, "/")
 	if u.atRoot != nil && u.atDir == dir {
 		return u.atRoot, base, nil
 	}
 	u.dropAt()
-	r, err := u.root.OpenRoot(rootRel(dir))
+	d, err := u.root.OpenDir(rootRel(dir))
 	if err != nil {
 		return nil, "", err
 	}
-	u.atDir, u.atRoot = dir, r
-	return r, base, nil
+	u.atDir, u.atRoot = dir, d
+	return d, base, nil
 }
 
 func (u *unpacker) dropAt() {
@@ -101,7 +102,9 @@ type unpackResult struct {
 // that the digest covers the whole stream and a verifying reader below sees
 // EOF. On error dir is left for the caller to remove.
 func unpackLayer(ctx context.Context, dir string, r io.Reader) (unpackResult, error) {
-	root, err := os.OpenRoot(dir)
+	// Beneath: no symlink is followed on any path, whatever the layer
+	// holds (parents already refuses paths through this layer's links).
+	root, err := dirfd.Open(dir, dirfd.Beneath)
 	if err != nil {
 		return unpackResult{}, err
 	}
@@ -273,10 +276,14 @@ func (u *unpacker) parents(name, dir string) error {
 		p := strings.Join(parts[:i+1], "/")
 		n := u.nodes[p]
 		if n == nil {
-			if err := u.root.Mkdir(p, 0o755); err != nil {
+			d, base, err := u.at(p)
+			if err != nil {
 				return fsError(name, err)
 			}
-			if err := u.root.Chmod(p, 0o755); err != nil { // whatever the umask
+			if err := d.Mkdir(base, 0o755); err != nil {
+				return fsError(name, err)
+			}
+			if err := d.Chmod(base, 0o755); err != nil { // whatever the umask
 				return fsError(name, err)
 			}
 			u.nodes[p] = &node{typ: tar.TypeDir}
@@ -295,8 +302,12 @@ func (u *unpacker) parents(name, dir string) error {
 
 // remove deletes p and forgets everything under it.
 func (u *unpacker) remove(p string) error {
+	d, base, err := u.at(p)
+	if err == nil {
+		err = d.RemoveAll(base)
+	}
 	u.dropAt()
-	if err := u.root.RemoveAll(p); err != nil {
+	if err != nil {
 		return fsError(p, err)
 	}
 	for k := range u.nodes {
@@ -312,7 +323,7 @@ func (u *unpacker) whiteout(name, dir, base string) error {
 		return err
 	}
 	if base == whiteoutOpaque {
-		d, err := u.root.Open(rootRel(dir))
+		d, err := u.root.Open(rootRel(dir), unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return fsError(name, err)
 		}
@@ -342,17 +353,15 @@ func (u *unpacker) whiteout(name, dir, base string) error {
 	return nil
 }
 
-// mknod makes a node at p with mknodat on its parent, which os.Root cannot.
-// The parent was checked by parents, so it is a real directory.
+// mknod makes a node at p. The parent was checked by parents, so it is a
+// real directory.
 func (u *unpacker) mknod(name, p string, mode uint32, dev int) error {
-	dir, base := path.Split(p)
-	d, err := u.root.Open(rootRel(strings.TrimSuffix(dir, "/")))
+	d, base, err := u.at(p)
 	if err != nil {
 		return fsError(name, err)
 	}
-	defer d.Close()
-	if err := unix.Mknodat(int(d.Fd()), base, mode, dev); err != nil {
-		return fsError(name, fmt.Errorf("mknod: %w", err))
+	if err := d.Mknod(base, mode, dev); err != nil {
+		return fsError(name, err)
 	}
 	return nil
 }
@@ -369,7 +378,7 @@ func (u *unpacker) file(tr *tar.Reader, p string, hdr *tar.Header) (err error) {
 	if err != nil {
 		return fsError(hdr.Name, err)
 	}
-	f, err := r.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := r.Create(base, 0o600)
 	if err != nil {
 		return fsError(hdr.Name, err)
 	}
@@ -390,7 +399,7 @@ func (u *unpacker) file(tr *tar.Reader, p string, hdr *tar.Header) (err error) {
 	if err := u.chown(func(uid, gid int) error { return f.Chown(uid, gid) }, hdr); err != nil {
 		return fsError(hdr.Name, err)
 	}
-	if err := f.Chmod(modeOf(hdr)); err != nil {
+	if err := unix.Fchmod(int(f.Fd()), unixMode(hdr)); err != nil {
 		return fsError(hdr.Name, err)
 	}
 	for _, x := range keptXattrs(hdr) {
@@ -425,7 +434,16 @@ func (u *unpacker) hardlink(p string, hdr *tar.Header) error {
 	if n.typ != tar.TypeReg && n.typ != tar.TypeSymlink {
 		return unsafeEntry(hdr.Name, fmt.Sprintf("hardlink target %q is not a file", hdr.Linkname))
 	}
-	if err := u.root.Link(target, p); err != nil {
+	od, obase, err := u.root.Parent(target)
+	if err != nil {
+		return fsError(hdr.Name, err)
+	}
+	defer od.Close()
+	d, base, err := u.at(p)
+	if err != nil {
+		return fsError(hdr.Name, err)
+	}
+	if err := d.Link(base, od, obase); err != nil {
 		return fsError(hdr.Name, err)
 	}
 	u.nodes[p] = &node{typ: n.typ, hdr: n.hdr}
@@ -438,7 +456,7 @@ func (u *unpacker) owner(p string, hdr *tar.Header) error {
 	if err != nil {
 		return fsError(hdr.Name, err)
 	}
-	if err := u.chown(func(uid, gid int) error { return r.Lchown(base, uid, gid) }, hdr); err != nil {
+	if err := u.chown(func(uid, gid int) error { return r.Chown(base, uid, gid) }, hdr); err != nil {
 		return fsError(hdr.Name, err)
 	}
 	return nil
@@ -461,36 +479,32 @@ func (u *unpacker) finish() error {
 	done := map[string]bool{}
 	for _, p := range u.dirs {
 		n := u.nodes[p]
-		// A directory replaced later by another entry must not be touched:
-		// Chmod and Chtimes follow symlinks.
+		// A directory replaced later by another entry is not touched
+		// (and nothing here follows a name: a link there keeps its target).
 		if done[p] || n == nil || n.typ != tar.TypeDir || n.hdr == nil {
 			continue
 		}
 		done[p] = true
-		if err := u.root.Chmod(p, modeOf(n.hdr)); err != nil {
+		d, base, err := u.root.Parent(p)
+		if err != nil {
 			return fsError(n.hdr.Name, err)
 		}
-		if err := u.root.Chtimes(p, n.hdr.AccessTime, n.hdr.ModTime); err != nil {
+		err = d.Chmod(base, unixMode(n.hdr))
+		if err == nil {
+			err = d.Chtimes(base, n.hdr.AccessTime, n.hdr.ModTime)
+		}
+		d.Close()
+		if err != nil {
 			return fsError(n.hdr.Name, err)
 		}
 	}
 	return nil
 }
 
-// modeOf keeps permission, setuid, setgid and sticky bits.
-func modeOf(hdr *tar.Header) fs.FileMode {
-	m := fs.FileMode(hdr.Mode & 0o777)
-	if hdr.Mode&04000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if hdr.Mode&02000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if hdr.Mode&01000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
+// unixMode keeps permission, setuid, setgid and sticky bits: an image's
+// set-id binaries stay set-id inside its sandboxes (where no_new_privs
+// makes them inert), and the overlay's host side is mounted nosuid.
+func unixMode(hdr *tar.Header) uint32 { return uint32(hdr.Mode) & 0o7777 }
 
 type xattr struct{ name, value string }
 

@@ -11,13 +11,17 @@ import (
 // inherited fds. Hidden: people never run it. It serves trees itself
 // (agentinit.TreePath), so it has no helper verbs.
 func (a *app) agentCmd() *cobra.Command {
-	return &cobra.Command{
+	var runDir string
+	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "Run as a local sandbox's init (started by the local provider)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			return agentinit.Main(cmd.Context(), agentinit.Options{})
+			return agentinit.Main(cmd.Context(), agentinit.Options{RunDir: runDir})
 		}),
 	}
+	// Under runtimes that cannot pass fds (gVisor's runsc).
+	cmd.Flags().StringVar(&runDir, "run-dir", "", "listen and read the config in this directory instead of fds 3 and 4")
+	return cmd
 }

@@ -99,6 +99,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	f.IntVar(&cfg.Limits.CreateConcurrency, "max-creates-in-flight", 0, "override the provider's concurrent-create cap")
 	f.IntVar(&cfg.Limits.MaxLive, "max-live", 0, "override the provider's cap on live sandboxes")
 	f.BoolVar(&cfg.NoDelete, "no-delete", false, "leave sandboxes running after their trial (until their TTL)")
+	f.IntVar(&cfg.MaxDownloadMB, "max-download-mb", 0, "bound on the logs one trial downloads from its sandbox, MB (0: 1024; -1: no bound)")
 	f.DurationVar(&cfg.SandboxTTL, "sandbox-ttl", 0, "sandbox lifetime (default: the trial's limits plus the provider's margin; shorter is refused)")
 	f.StringVar(&resume, "resume", "", "continue the job in this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")

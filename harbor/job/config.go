@@ -40,6 +40,10 @@ type Config struct {
 	// RetryBackoff bounds the wait between retries of a trial (1 s .. 60 s).
 	RetryBackoffMin time.Duration `json:"retry_backoff_min,omitempty"`
 	RetryBackoffMax time.Duration `json:"retry_backoff_max,omitempty"`
+	// MaxDownloadMB bounds what each trial downloads from its sandbox
+	// (trial.Options.MaxDownloadBytes, in MB): 0 is the trial's default,
+	// negative no bound.
+	MaxDownloadMB int `json:"max_download_mb,omitempty"`
 }
 
 func (c *Config) defaults() {

@@ -331,7 +331,7 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 			JobID: j.cfg.JobName, Attempt: p.attempt,
 			Timeouts:  trial.Timeouts{Multiplier: j.cfg.TimeoutMultiplier},
 			Overrides: j.cfg.Overrides, TTLMargin: margin, TTL: j.cfg.SandboxTTL, NoDelete: j.cfg.NoDelete,
-			Gate: gate,
+			Gate: gate, MaxDownloadBytes: int64(j.cfg.MaxDownloadMB) << 20,
 			Events: func(e trial.Event) {
 				ev := Event{Type: EventPhase, Job: j.cfg.JobName, Trial: e.Trial, Task: p.task.Name, Phase: e.Phase, PhaseDone: e.Done, Seconds: e.Duration.Seconds()}
 				if e.Err != nil {

@@ -207,26 +207,19 @@ func healthcheck(ctx context.Context, sb *sandbox.Sandbox, t *task.Task) error {
 	}
 	var last error
 	for i := 0; i <= retries; i++ {
-		res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", hc.Command}, Dir: t.Workdir, Timeout: timeout})
-		if err == nil && res.ExitCode == 0 {
+		code, out, err := runTail(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", hc.Command}, Dir: t.Workdir, Timeout: timeout}, 512)
+		if err == nil && code == 0 {
 			return nil
 		}
 		last = err
 		if err == nil {
-			last = sandbox.Errorf(sandbox.Unknown, "healthcheck exited %d: %s", res.ExitCode, tail(res.Stderr, 512))
+			last = sandbox.Errorf(sandbox.Unknown, "healthcheck exited %d: %s", code, out)
 		}
 		if err := throttle.Sleep(ctx, interval); err != nil {
 			return err
 		}
 	}
 	return fail(EnvironmentError, "healthcheck %q failed %d times: %w", hc.Command, retries+1, last)
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 func (r *run) create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {

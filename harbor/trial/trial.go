@@ -51,6 +51,10 @@ type Options struct {
 	Gate *throttle.Gate
 	// Events, when set, is told when phases start and end. It must not block.
 	Events func(Event)
+	// MaxDownloadBytes bounds the bytes of the log trees the trial
+	// downloads from its sandbox (agent/ and verifier/ together); 0 is
+	// DefaultMaxDownloadBytes, negative is no limit.
+	MaxDownloadBytes int64
 }
 
 // Timeouts scale the task's limits. Zero multipliers mean 1 (or Multiplier
@@ -88,11 +92,12 @@ type Event struct {
 }
 
 type run struct {
-	o       Options
-	res     *Result
-	log     *os.File
-	sb      *sandbox.Sandbox
-	release func() // frees the gate's live slot after teardown
+	o          Options
+	res        *Result
+	log        *os.File
+	sb         *sandbox.Sandbox
+	release    func() // frees the gate's live slot after teardown
+	downloaded int64  // bytes of files downloaded so far
 }
 
 // Run runs the trial to the end and returns its result, which is also
@@ -279,17 +284,6 @@ func timed(ctx context.Context, limit time.Duration, timeoutKind, otherKind Kind
 		return &Error{Kind: ModelError, Err: err}
 	}
 	return &Error{Kind: otherKind, Err: err}
-}
-
-func (r *run) download(ctx context.Context, from, to string) {
-	if r.sb == nil {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := r.sb.DownloadDir(dctx, from, filepath.Join(r.o.Dir, to)); err != nil {
-		r.logf("download %s: %v", from, err)
-	}
 }
 
 func (r *run) teardown(ctx context.Context) {

@@ -13,7 +13,6 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/harbortest"
-	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -63,25 +62,7 @@ func readResult(t *testing.T, dir string) map[string]any {
 // one (real containers).
 func TestTrialOutcomes(t *testing.T) {
 	t.Run("fake", func(t *testing.T) { trialOutcomes(t, open(t), "host") })
-	t.Run("local", func(t *testing.T) {
-		testbin.NeedLocal(t)
-		bin, err := testbin.Berth()
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := sandbox.NewProvider("local", d)
-		t.Cleanup(func() {
-			if ids, _ := d.Reap(context.Background()); len(ids) > 0 {
-				t.Errorf("sandboxes left: %v", ids)
-			}
-			p.Close()
-		})
-		trialOutcomes(t, p, local.DefaultImage)
-	})
+	t.Run("local", func(t *testing.T) { trialOutcomes(t, localProvider(t), local.DefaultImage) })
 }
 
 func trialOutcomes(t *testing.T, p *sandbox.Provider, image string) {

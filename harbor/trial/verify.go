@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strconv"
 	"time"
 
@@ -69,27 +70,53 @@ func readReward(ctx context.Context, sb *sandbox.Sandbox) (map[string]float64, e
 	if b, err := readSmall(ctx, sb, jsonPath); err == nil {
 		return parseRewardJSON(b)
 	} else if !errors.Is(err, sandbox.ErrNotFound) {
-		return nil, &Error{Kind: VerifierError, Err: err}
+		return nil, verifierErr(err)
 	}
 	b, err := readSmall(ctx, sb, txtPath)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, fail(RewardFileNotFound, "neither %s nor %s exists", jsonPath, txtPath)
 	}
 	if err != nil {
-		return nil, &Error{Kind: VerifierError, Err: err}
+		return nil, verifierErr(err)
 	}
 	return parseRewardText(b)
 }
 
+// readSmall reads a reward file. The limit is on what is read, not on
+// what a stat said: the file is the sandbox's, and it can grow after the
+// stat, or be a link to /dev/zero. A FIFO or device is refused before it
+// is opened (a FIFO would hold the read until the timeout).
 func readSmall(ctx context.Context, sb *sandbox.Sandbox, p string) ([]byte, error) {
 	fi, err := sb.Stat(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Size > maxRewardFile {
-		return nil, fail(VerifierOutputParse, "%s is %d bytes; a reward file is at most %d", p, fi.Size, maxRewardFile)
+	if fi.Type != sandbox.FileRegular && fi.Type != sandbox.FileSymlink {
+		return nil, fail(VerifierOutputParse, "%s is not a regular file (type %s)", p, fi.Type)
 	}
-	return sb.ReadFile(ctx, p)
+	rc, err := sb.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxRewardFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRewardFile {
+		return nil, fail(VerifierOutputParse, "%s is over %d bytes; a reward file is at most that (a flat map of numbers, or one number)", p, maxRewardFile)
+	}
+	return b, nil
+}
+
+// verifierErr types a failure to read a reward file: the trial's own
+// verdicts stay as they are, anything else is the verifier's error.
+func verifierErr(err error) error {
+	var typed *Error
+	if errors.As(err, &typed) {
+		return err
+	}
+	return &Error{Kind: VerifierError, Err: err}
 }
 
 func parseRewardJSON(b []byte) (map[string]float64, error) {

@@ -1,61 +1,31 @@
 package local
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/dockerfile"
+	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/imagebuild"
+	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// Building images (Spec.Build). A Dockerfile of the subset package
-// dockerfile parses is built in one sandbox of its base image: RUN is an
-// exec through the agent, like any other; COPY, ADD and WORKDIR write into
-// the sandbox's root from the host (see buildRoot); ENV, ARG and USER
-// change what later steps and the image's config get. At the end the
-// sandbox is stopped and its overlay upper directory is committed to the
-// image store as one layer on top of the base (image.Store.Commit).
-//
-// The result is stored as berth.build/<name>:<key[:12]>, where key digests
-// everything the build reads: the base image's ID, the Dockerfile, the
-// build args and every context file a COPY or ADD names (path, type, mode
-// and content). A build whose image is stored starts no sandbox. Builds of
-// one key, in this process or another, take turns on a lock file, so the
-// second waits for the first and then finds its image.
-
-// BuildRepository is the repository built images are stored under.
-const BuildRepository = "berth.build"
-
-// buildKeyLabel carries the full key in the built image's config, so that
-// a cache hit is checked against the whole digest, not its first 12 digits.
-const buildKeyLabel = "sh.berth.build.key"
-
-// builderVersion goes into every key: a change to what a build produces
-// from the same input changes it.
-const builderVersion = "berth-local-build/1"
-
-// buildLabel marks a build's sandbox (its value is the short key).
-const buildLabel = "berth.build"
+// Images of Specs with a Build are built by package imagebuild in a
+// sandbox of this provider; this file is its Host.
 
 // buildSandboxes counts the build sandboxes this process has started, so
 // that tests can tell a cache hit from a build.
 var buildSandboxes atomic.Int64
+
+func (p *Provider) builder() *imagebuild.Builder {
+	return &imagebuild.Builder{Host: buildHost{p}, Store: p.store, LockDir: filepath.Join(p.state, "builds"), Log: p.log}
+}
 
 // specImage returns the reference a Spec's sandboxes run: its Image, or
 // the image its Build makes.
@@ -63,166 +33,76 @@ func (p *Provider) specImage(ctx context.Context, spec types.Spec) (string, erro
 	if spec.Build == nil {
 		return spec.Image, nil
 	}
-	img, err := p.build(ctx, spec)
+	img, err := p.builder().Build(ctx, spec)
 	if err != nil {
 		return "", err
 	}
 	return img.Ref, nil
 }
 
-// build returns the image of spec.Build, building it unless it is stored.
-func (p *Provider) build(ctx context.Context, spec types.Spec) (image.Image, error) {
-	b := spec.Build
-	croot, err := os.OpenRoot(b.ContextDir)
-	if err != nil {
-		return image.Image{}, types.Errorf(types.InvalidArgument, "build context: %v", err)
-	}
-	defer croot.Close()
-	dfName := b.Dockerfile
-	if dfName == "" {
-		dfName = "Dockerfile"
-	}
-	df, err := readContextFile(croot, dfName)
-	if err != nil {
-		return image.Image{}, err
-	}
-	first, err := dockerfile.Parse(bytes.NewReader(df), b.Args)
-	if err != nil {
-		return image.Image{}, err
-	}
-	base, err := p.ensureImage(ctx, first.Base)
-	if err != nil {
-		return image.Image{}, fmt.Errorf("base image %s (FROM): %w", first.Base, err)
-	}
-	file, err := dockerfile.ParseWithEnv(bytes.NewReader(df), b.Args, base.Config.Env)
-	if err != nil {
-		return image.Image{}, err
-	}
-	key, err := buildKey(croot, file, base, df, b.Args)
-	if err != nil {
-		return image.Image{}, err
-	}
-	ref := BuildRepository + "/" + buildName(b.ContextDir) + ":" + key[:12]
-	unlock, err := p.lockBuild(ctx, key)
-	if err != nil {
-		return image.Image{}, err
-	}
-	defer unlock()
-	if img, err := p.store.Resolve(ctx, ref); err == nil && img.Config.Labels[buildKeyLabel] == key {
-		p.log.Info("image build cache hit: no build needed", "image", img.Ref)
-		return img, nil
-	}
-	start := time.Now()
-	p.log.Info("building image", "image", ref, "from", base.Ref, "context", b.ContextDir)
-	img, err := p.runBuild(ctx, spec, croot, file, base, ref, key)
-	if err != nil {
-		return image.Image{}, fmt.Errorf("build %s: %w", ref, err)
-	}
-	p.log.Info("built image", "image", img.Ref, "duration", time.Since(start).Round(time.Millisecond))
-	return img, nil
+type buildHost struct{ p *Provider }
+
+func (h buildHost) Image(ctx context.Context, ref string) (image.Image, error) {
+	return h.p.ensureImage(ctx, ref)
 }
 
-// maxDockerfile bounds the Dockerfile read (the parser's own limit).
-const maxDockerfile = 1 << 20
-
-func readContextFile(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(filepath.ToSlash(filepath.Clean(name)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, types.Errorf(types.InvalidArgument, "build context has no %s", name)
+// Start creates the build's sandbox as any other (from the pool when one
+// is ready) and keeps its container handle for Rootfs, KillStrays and Stop.
+func (h buildHost) Start(ctx context.Context, spec types.Spec) (imagebuild.Sandbox, error) {
+	p := h.p
+	if p.rt.IsGVisor() {
+		return nil, types.Errorf(types.NotSupported, "building images under runsc is not supported: the builder writes into the sandbox's root from the host and ends what a RUN left through the host's cgroup, neither of which gVisor's kernel sees; build the image with the default runtime (runc) first, then run it under runsc")
 	}
+	sb, err := p.Create(ctx, spec)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "build context: %s: %v", name, err)
+		return nil, err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDockerfile+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+	buildSandboxes.Add(1)
+	sh := sb.(*sandboxHandle)
+	p.mu.Lock()
+	ct := p.cts[sh.id]
+	p.mu.Unlock()
+	b := &buildSandbox{p: p, h: sh, ct: ct}
+	if ct == nil {
+		b.Close(ctx)
+		return nil, fmt.Errorf("build sandbox %s: no container handle", sh.id)
 	}
-	if len(b) > maxDockerfile {
-		return nil, types.Errorf(types.InvalidArgument, "%s is larger than %d bytes", name, maxDockerfile)
-	}
+	p.log.Debug("build sandbox started", "id", sh.id)
 	return b, nil
 }
 
-// buildKey digests what the build reads; see the comment at the top.
-func buildKey(root *os.Root, f *dockerfile.File, base image.Image, df []byte, args map[string]string) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\nbase %q %s\ndockerfile %d\n", builderVersion, base.Ref, base.ID, len(df))
-	h.Write(df)
-	names := make([]string, 0, len(args))
-	for k := range args {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		fmt.Fprintf(h, "\narg %q=%q", k, args[k])
-	}
-	for _, in := range f.Instructions {
-		if in.Cmd != "COPY" && in.Cmd != "ADD" {
-			continue
-		}
-		srcs, err := sources(root, in)
-		if err != nil {
-			return "", err
-		}
-		for _, s := range srcs {
-			fmt.Fprintf(h, "\nline %d source %q\n", in.Line, s)
-			if err := hashSource(h, root, s); err != nil {
-				return "", stepErr(in, types.InvalidArgument, "%v", err)
-			}
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+// buildSandbox is a sandbox of this provider running a build.
+type buildSandbox struct {
+	p  *Provider
+	h  *sandboxHandle
+	ct *container.Container
 }
 
-var nameUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
-
-// buildName names a built image after its context directory, or after the
-// task that holds it when that directory is a Harbor task's environment/.
-func buildName(dir string) string {
-	dir = filepath.Clean(dir)
-	n := filepath.Base(dir)
-	if n == "environment" {
-		n = filepath.Base(filepath.Dir(dir))
-	}
-	n = strings.Trim(nameUnsafe.ReplaceAllString(strings.ToLower(n), "-"), "-")
-	if len(n) > 64 {
-		n = strings.Trim(n[:64], "-")
-	}
-	if n == "" {
-		n = "image"
-	}
-	return n
+func (b *buildSandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+	return b.h.Exec(ctx, cmd)
 }
 
-// lockBuild takes the build lock of key, waiting while another build of
-// the same input holds it (a flock: held per open file, so goroutines of
-// one process exclude each other as processes do).
-func (p *Provider) lockBuild(ctx context.Context, key string) (func(), error) {
-	dir := filepath.Join(p.state, "builds")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("build lock: %w", err)
+func (b *buildSandbox) Rootfs() string { return b.ct.Rootfs() }
+
+func (b *buildSandbox) KillStrays(ctx context.Context) error { return b.ct.KillAllButInit(ctx) }
+
+// Stop ends every process of the sandbox, so that its upper directory is
+// still, and returns that directory. The overlay stays mounted until Close.
+func (b *buildSandbox) Stop(ctx context.Context) (string, error) {
+	if err := b.ct.Kill(ctx, unix.SIGKILL); err != nil {
+		return "", err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("build lock: %w", err)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := b.ct.Wait(wctx); err != nil {
+		return "", err
 	}
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("build lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	return b.ct.UpperDir(), nil
+}
+
+func (b *buildSandbox) Close(ctx context.Context) {
+	b.h.Close()
+	if err := b.p.Delete(context.WithoutCancel(ctx), b.h.id); err != nil {
+		b.p.log.Warn("deleting a build sandbox failed; berth sandboxes reap retries", "id", b.h.id, "error", err)
 	}
 }

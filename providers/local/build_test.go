@@ -16,6 +16,7 @@ import (
 	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/imagebuild"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -202,7 +203,7 @@ func TestBuildDockerfile(t *testing.T) {
 	}
 	var built *image.Image
 	for i := range imgs {
-		if strings.HasPrefix(imgs[i].Ref, local.BuildRepository+"/") && strings.Contains(imgs[i].Ref, "/ctx:") {
+		if strings.HasPrefix(imgs[i].Ref, imagebuild.Repository+"/") && strings.Contains(imgs[i].Ref, "/ctx:") {
 			built = &imgs[i]
 		}
 	}
@@ -291,7 +292,7 @@ func removeBuiltImages(t testing.TB) {
 	}
 	imgs, _ := st.List(context.Background())
 	for _, img := range imgs {
-		if strings.HasPrefix(img.Ref, local.BuildRepository+"/") {
+		if strings.HasPrefix(img.Ref, imagebuild.Repository+"/") {
 			if err := st.Remove(context.Background(), img.Ref); err != nil {
 				t.Errorf("remove %s: %v", img.Ref, err)
 			}
@@ -439,7 +440,7 @@ func TestBuildCancelled(t *testing.T) {
 	}
 	imgs, _ := st.List(testCtx(t))
 	for _, img := range imgs {
-		if strings.HasPrefix(img.Ref, local.BuildRepository+"/") {
+		if strings.HasPrefix(img.Ref, imagebuild.Repository+"/") {
 			t.Errorf("image %s stored by a cancelled build", img.Ref)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +86,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	m := &meta{
 		ID: id, Image: img.Ref, ImageID: img.ID, Labels: spec.Labels,
 		Created: now.UTC(), Expires: now.Add(spec.TTL).UTC(),
-		Token: newToken(), Socket: filepath.Join(dir, socketFile),
+		Token: newToken(), Socket: p.socketPath(dir),
 		WorkDir: workDir, Network: string(spec.Network.Mode),
 	}
 	ct, err := p.start(ctx, m, run, img, who, lim, network, spec.Env)
@@ -137,13 +136,24 @@ func (p *Provider) newDir() (id, dir string, lock *dirLock, err error) {
 
 // start runs the container with the agent as its init.
 func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, network container.Network, env map[string]string) (*container.Container, error) {
+	if p.rt.IsGVisor() {
+		ct, err := p.startGVisor(ctx, m, run, img, who, lim, network, env)
+		if err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", m.ID, err)
+		}
+		return ct, nil
+	}
 	ln, err := container.ListenUnix(m.Socket)
 	if err != nil {
 		return nil, err
 	}
 	defer ln.Close()
+	// The image's and the Spec's environment go to the commands through
+	// the config pipe, never into the init's own environment: LD_PRELOAD
+	// or GODEBUG there would load code into, or steer, the agent itself.
 	cfg, err := agentinit.WriteConfig(agentinit.Config{
 		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir,
+		Env: envMap(img.Config.Env, env),
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +167,6 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 		InitBinary: run.initBinary,
 		Mounts:     run.mounts,
 		ExtraFiles: []*os.File{ln, cfg}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
-		Env:        mergeEnv(img.Config.Env, env),
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,
@@ -175,7 +184,11 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *container.Container) error {
 	hctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
-	if err := h.env.Health(hctx); err != nil {
+	err := p.waitSocket(hctx, h.socket)
+	if err == nil {
+		err = h.env.Health(hctx)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -184,17 +197,20 @@ func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *containe
 	return nil
 }
 
-// logTail is the end of the init's log, for errors.
+// logTail is the end of the init's log, for errors: at most its last KiB
+// is read, however much the agent wrote.
 func logTail(p string) string {
-	b, err := os.ReadFile(p)
+	f, err := os.Open(p)
 	if err != nil {
 		return "(none)"
 	}
+	defer f.Close()
 	const max = 1024
-	b = bytes.TrimSpace(b)
-	if len(b) > max {
-		b = b[len(b)-max:]
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
 	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return "(empty)"
 	}
@@ -214,17 +230,6 @@ func envMap(base []string, over map[string]string) map[string]string {
 		vals[k] = v
 	}
 	return vals
-}
-
-// mergeEnv is envMap as entries sorted by name.
-func mergeEnv(base []string, over map[string]string) []string {
-	vals := envMap(base, over)
-	out := make([]string, 0, len(vals))
-	for k, v := range vals {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // limits maps Spec resources onto cgroup limits, refusing what the host

@@ -19,6 +19,7 @@
 //	<state>/runc                     the OCI runtime's --root
 //	<state>/blank/<digest>/           pooled sandboxes' root before Create (see Pool)
 //	<state>/builds/<key>.lock        taken while an image of that key builds
+//	<state>/owners/*.lock            one per open Provider, locked while it is open
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
 //	    agent.sock                   the agent's listening socket
@@ -39,6 +40,15 @@
 // What it leaves (runtime state, the overlay mount, cgroup directories, the
 // sandbox directory) is removed lazily by List and Connect when they meet
 // it, and by Reap, which `berth sandboxes reap` calls.
+//
+// A berth process that dies with the provider open (SIGKILL, a crash)
+// leaves its lock file in <state>/owners unlocked; the next New on the
+// state directory finds it and removes what such a process leaves:
+// ended and half-made sandboxes, its pool's members (their agents exit
+// when the pipe they wait on closes), their mounts, cgroups and runtime
+// state, and runtime state no sandbox directory names (owners.go). Nobody
+// has to run reap after a crash. The host side of every overlay is
+// mounted nosuid and nodev.
 //
 // # Resources
 //
@@ -64,13 +74,15 @@
 //
 // # Building images
 //
-// A Spec with a Build is built from its Dockerfile (the subset package
-// dockerfile parses) by PrepareImage, or by Create when it was not
-// prepared: in one sandbox of the base image, with the Spec's network and
-// resources, committed as one layer on top of the base and stored as
-// berth.build/<name>:<key>, where the key digests the base image, the
-// Dockerfile, the build args and every context file a COPY or ADD names.
-// A stored key is a cache hit that starts no sandbox. See build.go.
+// A Spec with a Build is built from its Dockerfile by package imagebuild,
+// with this provider as its Host (build.go), by PrepareImage, or by Create
+// when it was not prepared: in one sandbox of the base image, with the
+// Spec's network and resources, committed as one layer on top of the base
+// and stored as berth.build/<name>:<key>, where the key digests the base
+// image, the Dockerfile, the build args and every context file a COPY or
+// ADD names. A stored key is a cache hit that starts no sandbox. After each
+// RUN every process it left is killed (container.KillAllButInit) before
+// the host writes into the sandbox's root again.
 //
 // # Pool
 //
@@ -109,6 +121,24 @@
 // agent itself (a numeric uid without a passwd entry) are always created
 // cold, and so is a sandbox whose ready one failed to take its Spec (that
 // one is removed).
+//
+// # gVisor
+//
+// With Options.Runtime "runsc" ($BERTH_RUNTIME=runsc; Debian package
+// runsc) sandboxes run under gVisor: their system calls go to a kernel in
+// user space, so a bug in the host's kernel is no way out. runsc passes no
+// fds into a container, so the agent gets a directory of the sandbox's own
+// (<sandbox>/run, mounted at /.berth/run): its Config is written there
+// (root's alone; the agent removes it before anything else runs) and its
+// socket is made there (runsc --host-uds=create). A process of the sandbox
+// can reach that socket, but every call needs the sandbox's token, the
+// deadline's too; a root process there can replace the socket file, and
+// the host then talks to that process instead (which can answer for the
+// sandbox, which it controls anyway, and reach nothing of the host's); the
+// deadline still ends the sandbox. Not supported under runsc, each refused
+// as NotSupported: network public, the pool (turned off) and image builds
+// (build with runc first: the image is then a cache hit). Cost: see
+// BENCHMARKS.md.
 //
 // # The agent binary
 //

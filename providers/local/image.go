@@ -23,10 +23,10 @@ func isDefaultImage(ref string) bool {
 
 // PrepareImage makes the Spec's image ready: stored and unpacked, pulled
 // if absent, seeded if it is DefaultImage, built if the Spec has a Build
-// (see build.go).
+// (package imagebuild).
 func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 	if spec.Build != nil {
-		_, err := p.build(ctx, spec)
+		_, err := p.builder().Build(ctx, spec)
 		return err
 	}
 	_, err := p.ensureImage(ctx, spec.Image)

@@ -77,6 +77,11 @@ func TestAttacksPooled(t *testing.T) {
 		{"PrivilegedCalls", TestAttackPrivilegedCalls},
 		{"SeeOtherSandbox", TestAttackSeeOtherSandbox},
 		{"SignalInit", TestAttackSignalInit},
+		{"PID1", TestAttackPID1},
+		{"SocketFamilies", TestAttackSocketFamilies},
+		{"InitEnv", TestAttackInitEnv},
+		{"BuildSwapsNames", TestAttackBuildSwapsNames},
+		{"HostSideSetID", TestAttackHostSideSetID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pooledTests.Store(t, true)

@@ -19,7 +19,9 @@ type Options struct {
 	// runs as it is; a dynamically linked one runs through the host's
 	// dynamic loader and libraries, mounted read-only beside it.
 	AgentBinary string
-	// Runtime is the OCI runtime binary: "runc" (the default) or "crun".
+	// Runtime is the OCI runtime binary: "runc" (the default), "crun", or
+	// "runsc" (gVisor: a kernel in user space between the sandbox and the
+	// host's; see gvisor.go for what it does not support).
 	Runtime string
 	// Pids is the pids limit of every sandbox; 0 is 1024.
 	Pids int64
@@ -47,6 +49,9 @@ const (
 	EnvStateDir = "BERTH_STATE_DIR"
 	// EnvAgentBinary names the berth binary to mount as the agent.
 	EnvAgentBinary = "BERTH_AGENT_BINARY"
+	// EnvRuntime names the OCI runtime (Options.Runtime): runc, crun or
+	// runsc.
+	EnvRuntime = "BERTH_RUNTIME"
 )
 
 // DefaultStateDir is /var/lib/berth for root, else $XDG_STATE_HOME/berth

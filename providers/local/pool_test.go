@@ -282,7 +282,8 @@ func (keepOpen) Close() error { return nil }
 var _ driver.Provider = keepOpen{}
 
 // poolHelperEnv makes helperMain open a pool, print its ready sandboxes'
-// IDs and wait to be killed.
+// IDs and wait to be killed; with crashHelperEnv too, it first creates a
+// sandbox of helperTTL and prints its ID before theirs.
 const poolHelperEnv = "BERTH_LOCAL_TEST_POOL_HELPER"
 
 func poolHelperMain() int {
@@ -295,19 +296,30 @@ func poolHelperMain() int {
 	}
 	ctx := context.Background()
 	p := sandbox.NewProvider("local", d)
-	sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}) // the pool fills from the first ask
-	if err == nil {
-		err = sb.Delete(ctx)
-	}
 	var ids []string
-	if err == nil {
-		ids, err = local.PoolReady(ctx, d)
+	if os.Getenv(crashHelperEnv) != "" {
+		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage, TTL: helperTTL})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ids = append(ids, sb.ID())
+	} else {
+		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}) // the pool fills from the first ask
+		if err == nil {
+			err = sb.Delete(ctx)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
+	ready, err := local.PoolReady(ctx, d)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(strings.Join(ids, " "))
+	fmt.Println(strings.Join(append(ids, ready...), " "))
 	select {} // until SIGKILL
 }
 

@@ -50,6 +50,8 @@ type Provider struct {
 	cts map[string]*container.Container
 
 	pool *pool // nil without Options.Pool
+
+	owner *os.File // the owner lock (owners.go)
 }
 
 // geteuid is a variable so that tests run as root can see the other path.
@@ -95,12 +97,16 @@ func New(o Options) (*Provider, error) {
 	if err := o.Pool.validate(); err != nil {
 		return nil, err
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if isGVisor(o.Runtime) && o.Pool.Size > 0 {
+		o.Logger.Info("local: no pool under runsc (a pooled sandbox switches its root from the host, which gVisor's own file system does not see); every create is cold")
+		o.Pool = Pool{}
+	}
 	state, err := StateDir(o.StateDir)
 	if err != nil {
 		return nil, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
 		opts:      o,
@@ -110,7 +116,7 @@ func New(o Options) (*Provider, error) {
 		rt:        container.Runtime{Binary: o.Runtime, Root: filepath.Join(state, "runc"), CgroupParent: o.CgroupParent},
 		cts:       map[string]*container.Container{},
 	}
-	if sock := filepath.Join(p.dir("sb-0123456789abcdef"), socketFile); len(sock) > maxSocketPath {
+	if sock := p.socketPath(p.dir("sb-0123456789abcdef")); len(sock) > maxSocketPath {
 		return nil, types.Errorf(types.InvalidArgument, "state dir %s is too long: the agent sockets under it (%d bytes) would pass the %d bytes a unix socket path may have", state, len(sock), maxSocketPath)
 	}
 	if err := os.MkdirAll(p.sandboxes, 0o700); err != nil {
@@ -122,6 +128,12 @@ func New(o Options) (*Provider, error) {
 	if err := container.SetSubreaper(); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if err := p.register(); err != nil {
+		return nil, err
+	}
+	if dead := p.deadOwners(); dead > 0 {
+		p.cleanAfterCrash(dead)
+	}
 	p.pool = newPool(p, o.Pool)
 	return p, nil
 }
@@ -132,9 +144,14 @@ func (p *Provider) StateDir() string { return p.state }
 // Capabilities reports ProviderCapabilities.
 func (p *Provider) Capabilities() types.Capabilities { return ProviderCapabilities() }
 
-// Close removes the pool's ready sandboxes, if any. Sandboxes handed out
-// live on until their TTL or a Delete, from this process or another.
-func (p *Provider) Close() error { return p.pool.close() }
+// Close removes the pool's ready sandboxes, if any, and releases the
+// owner lock (see owners.go). Sandboxes handed out live on until their TTL
+// or a Delete, from this process or another.
+func (p *Provider) Close() error {
+	err := p.pool.close()
+	p.unregister()
+	return err
+}
 
 // agent returns how the agent binary starts in a sandbox.
 func (p *Provider) agent(ctx context.Context) (launch, error) {

@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/agent"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandboxinit"
 )
 
 var (
@@ -97,7 +97,7 @@ func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 		return types.Errorf(types.InvalidArgument, "timeout %v is not positive", d)
 	}
 	t := time.Now().Add(d)
-	if err := agent.SetDeadline(ctx, h.socket, t); err != nil {
+	if err := sandboxinit.SetDeadline(ctx, h.socket, h.token, t); err != nil {
 		return h.gone(err)
 	}
 	m, err := h.p.readMeta(h.id)

@@ -1,16 +1,10 @@
 package local
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"io/fs"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/internal/passwd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -37,121 +31,35 @@ func resolveUser(spec string, layers []string) (identity, error) {
 	if name == "" || (hasGroup && group == "") || strings.ContainsAny(spec, "\x00\n/") {
 		return identity{}, types.Errorf(types.InvalidArgument, "user %q: want name, uid, name:group or uid:gid", spec)
 	}
-	passwd := readImageFile(layers, "etc/passwd")
-	entry, found := lookupPasswd(passwd, name)
-	uid, numeric := parseID(name)
+	entry, found := passwd.Lookup(passwd.ReadLayered(layers, "etc/passwd"), name)
+	uid, numeric := passwd.ParseID(name)
 	if !found && !numeric {
 		return identity{}, types.Errorf(types.InvalidArgument, "user %q is not in the image's /etc/passwd", name)
 	}
 	gid := uint32(0)
 	if found {
-		gid = entry.gid
+		gid = entry.GID
 	}
 	if hasGroup {
-		g, ok := parseID(group)
+		g, ok := passwd.ParseID(group)
 		if !ok {
-			if g, ok = lookupGroup(readImageFile(layers, "etc/group"), group); !ok {
+			if g, ok = passwd.LookupGroup(passwd.ReadLayered(layers, "etc/group"), group); !ok {
 				return identity{}, types.Errorf(types.InvalidArgument, "group %q is not in the image's /etc/group", group)
 			}
 		}
-		if found && g == entry.gid {
+		if found && g == entry.GID {
 			hasGroup = false // the user's own primary group
 		}
 		gid = g
 	}
 	if found && !hasGroup {
-		if entry.uid == 0 {
+		if entry.UID == 0 {
 			return identity{}, nil
 		}
-		return identity{user: entry.name}, nil
+		return identity{user: entry.Name}, nil
 	}
 	if found {
-		uid = entry.uid
+		uid = entry.UID
 	}
 	return identity{agent: container.User{UID: uid, GID: gid}}, nil
-}
-
-type passwdEntry struct {
-	name     string
-	uid, gid uint32
-}
-
-// lookupPasswd finds a user by name, or by uid when name is numeric.
-func lookupPasswd(data []byte, name string) (passwdEntry, bool) {
-	uid, numeric := parseID(name)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), ":")
-		if len(f) < 4 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		u, ok1 := parseID(f[2])
-		g, ok2 := parseID(f[3])
-		if !ok1 || !ok2 {
-			continue
-		}
-		if f[0] == name || (numeric && u == uid) {
-			return passwdEntry{name: f[0], uid: u, gid: g}, true
-		}
-	}
-	return passwdEntry{}, false
-}
-
-func lookupGroup(data []byte, name string) (uint32, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), ":")
-		if len(f) >= 3 && f[0] == name {
-			return parseID(f[2])
-		}
-	}
-	return 0, false
-}
-
-func parseID(s string) (uint32, bool) {
-	n, err := strconv.ParseUint(s, 10, 32)
-	return uint32(n), err == nil
-}
-
-// maxAccountFile bounds what is read of /etc/passwd or /etc/group.
-const maxAccountFile = 1 << 20
-
-// readImageFile reads a file of the image as the overlay would show it:
-// the top layer that has the name wins, and a whiteout (a character device)
-// hides the lower ones. Reads go through an os.Root per layer, so a
-// symlink in a layer cannot lead out of it. A missing file reads empty.
-func readImageFile(layers []string, name string) []byte {
-	for i := len(layers) - 1; i >= 0; i-- {
-		b, err := readInLayer(layers[i], name)
-		if err == nil {
-			return b
-		}
-		if errors.Is(err, errWhiteout) {
-			return nil
-		}
-	}
-	return nil
-}
-
-var errWhiteout = errors.New("whiteout")
-
-func readInLayer(layer, name string) ([]byte, error) {
-	root, err := os.OpenRoot(layer)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	fi, err := root.Lstat(name)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode()&fs.ModeCharDevice != 0 {
-		return nil, errWhiteout
-	}
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxAccountFile))
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/internal/passwd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -76,7 +77,7 @@ func TestImageFileLayering(t *testing.T) {
 	esc := t.TempDir()
 	os.MkdirAll(filepath.Join(esc, "etc"), 0o755)
 	os.Symlink("/etc/passwd", filepath.Join(esc, "etc/passwd"))
-	if got := readImageFile([]string{esc}, "etc/passwd"); len(got) != 0 {
+	if got := passwd.ReadLayered([]string{esc}, "etc/passwd"); len(got) != 0 {
 		t.Errorf("read the host's /etc/passwd through a symlink in a layer: %q", got)
 	}
 	if os.Geteuid() != 0 {

@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/berth-sh/berth/agent"
+	"github.com/berth-sh/berth/sandboxinit"
 )
 
 func main() {
-	ln, err := agent.ListenerFromFD(3)
+	ln, err := sandboxinit.ListenerFromFD(3)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -50,8 +50,8 @@ func main() {
 		}
 		fmt.Fprintf(w, "exit=%d\n%s", code, out)
 	})
-	err = agent.Run(context.Background(), agent.Options{Listener: ln, Handler: mux, Deadline: dl})
-	if err != nil && !errors.Is(err, agent.ErrDeadline) {
+	err = sandboxinit.Run(context.Background(), sandboxinit.Options{Listener: ln, Handler: mux, Deadline: dl})
+	if err != nil && !errors.Is(err, sandboxinit.ErrDeadline) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}

@@ -17,6 +17,13 @@ const (
 	ConfigFD = 4
 	// BinaryPath is where the berth binary is mounted read-only inside.
 	BinaryPath = "/.berth/berth"
+	// RunDirPath is where, under a runtime that cannot pass fds (gVisor's
+	// runsc), a host directory of the sandbox's own is mounted: the agent
+	// listens on RunSocket in it and reads its Config from RunConfig,
+	// which it removes before it serves.
+	RunDirPath = "/.berth/run"
+	RunSocket  = "agent.sock"
+	RunConfig  = "config.json"
 )
 
 // maxConfig bounds what the agent reads from the config pipe.
@@ -105,13 +112,41 @@ func WriteConfig(c Config) (*os.File, error) {
 
 // ReadConfig reads Config from the inherited fd and closes it.
 func ReadConfig(fd int) (Config, error) {
-	var c Config
 	f := os.NewFile(uintptr(fd), "agent-config")
 	if f == nil {
-		return c, fmt.Errorf("agent: config fd %d is not open", fd)
+		return Config{}, fmt.Errorf("agent: config fd %d is not open", fd)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	return readConfig(f)
+}
+
+// ReadConfigFile reads Config from the file at p and removes it: the token
+// in it must not stay where the sandbox's processes, which start after
+// this, can read it.
+func ReadConfigFile(p string) (Config, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return Config{}, fmt.Errorf("agent: config: %w", err)
+	}
+	defer f.Close()
+	if err := os.Remove(p); err != nil {
+		return Config{}, fmt.Errorf("agent: config: %w", err)
+	}
+	return readConfig(f)
+}
+
+// WriteConfigFile writes c to the file at p, root's alone.
+func WriteConfigFile(p string, c Config) error {
+	b, err := EncodeConfig(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o600)
+}
+
+func readConfig(r io.Reader) (Config, error) {
+	var c Config
+	b, err := io.ReadAll(io.LimitReader(r, maxConfig+1))
 	if err != nil {
 		return c, fmt.Errorf("agent: read config: %w", err)
 	}

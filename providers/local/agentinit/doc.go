@@ -6,9 +6,13 @@
 // created on the host, see container.ListenUnix) and a pipe holding Config
 // as JSON (fd 4). The pipe, not argv or the environment, carries the access
 // token: argv and the init's environment stay readable in /proc/1 by the
-// sandbox's own processes, while the pipe is read once and closed.
+// sandbox's own processes, while the pipe is read once and closed. Under a
+// runtime that passes no fds (gVisor's runsc), Options.RunDir names a
+// directory of the sandbox's own instead: the agent reads the Config from
+// a file there and removes it before anything else runs, and listens on a
+// socket there (RunDirPath).
 //
-// Main serves the envd protocol (package envd) through agent.Run, which
+// Main serves the envd protocol (package envd) through sandboxinit.Run, which
 // reaps orphans and exits at the deadline, and next to it TreePath: tar
 // streams unpacked into, or made of, the sandbox's files by the agent
 // itself, so that a tree moves in one call on any image without starting a

@@ -5,17 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 
-	"github.com/berth-sh/berth/agent"
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/sandboxinit"
 )
 
 // Options configure Main; the zero value uses the provider's fds.
 type Options struct {
 	// ListenFD and ConfigFD override the inherited fds (tests).
 	ListenFD, ConfigFD int
+	// RunDir, when set, replaces the inherited fds: the agent listens on
+	// RunSocket in it and reads RunConfig from it (see RunDirPath).
+	RunDir string
 	// Logf logs the agent's events (to the container's log file); nil is
 	// the standard logger.
 	Logf func(format string, args ...any)
@@ -35,9 +40,14 @@ func Main(ctx context.Context, o Options) error {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	// Before anything else: no process of the sandbox may read or trace
+	// the agent, which holds the socket and the deadline.
+	if err := sandboxinit.Harden(); err != nil {
+		return err
+	}
 	if os.Getpid() == 1 {
 		// cmd/berth cancels ctx on SIGINT, which any process of the
-		// sandbox can send to pid 1 (agent.Run drops the signal itself):
+		// sandbox can send to pid 1 (sandboxinit.Run drops the signal itself):
 		// the agent ends at its deadline or by SIGKILL from the host.
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -45,7 +55,13 @@ func Main(ctx context.Context, o Options) error {
 	limitProcs()
 	reserveThreads(spareThreads)
 	budget := newThreadBudget()
-	cfg, err := ReadConfig(o.ConfigFD)
+	var cfg Config
+	var err error
+	if o.RunDir != "" {
+		cfg, err = ReadConfigFile(filepath.Join(o.RunDir, RunConfig))
+	} else {
+		cfg, err = ReadConfig(o.ConfigFD)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,7 +69,12 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := agent.ListenerFromFD(o.ListenFD)
+	var ln net.Listener
+	if o.RunDir != "" {
+		ln, err = net.Listen("unix", filepath.Join(o.RunDir, RunSocket))
+	} else {
+		ln, err = sandboxinit.ListenerFromFD(o.ListenFD)
+	}
 	if err != nil {
 		return err
 	}
@@ -74,8 +95,8 @@ func Main(ctx context.Context, o Options) error {
 	mux := http.NewServeMux()
 	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User, budget))
 	mux.Handle("/", srv)
-	err = agent.Run(ctx, agent.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Logf: o.Logf})
-	if errors.Is(err, agent.ErrDeadline) {
+	err = sandboxinit.Run(ctx, sandboxinit.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Token: cfg.Token, Logf: o.Logf})
+	if errors.Is(err, sandboxinit.ErrDeadline) {
 		return nil // the sandbox's TTL ended: a normal end
 	}
 	return err

@@ -14,9 +14,10 @@ import (
 )
 
 // extractTar unpacks the tar stream r into the absolute directory dir,
-// creating it; hosttar keeps every entry under dir (os.Root, no "..", no
-// absolute names, no writes through symlinks). The agent's "/" is the
-// sandbox's, so dir is the sandbox's path.
+// creating it; hosttar keeps every entry under dir (no "..", no absolute
+// names, no writes through symlinks, no link chain leading out). The
+// agent's "/" is the sandbox's, so dir is the sandbox's path, and the
+// files are the sandbox's own: their o+w bits stay (set-id bits never do).
 func extractTar(ctx context.Context, dir string, r io.Reader) error {
 	if !path.IsAbs(dir) {
 		return types.Errorf(types.InvalidArgument, "directory %q is not absolute", dir)
@@ -29,7 +30,7 @@ func extractTar(ctx context.Context, dir string, r io.Reader) error {
 		return classifyFS(err)
 	}
 	defer root.Close()
-	if err := hosttar.Extract(ctx, root, r); err != nil {
+	if _, err := hosttar.ExtractWith(ctx, root, r, hosttar.Options{WorldWritable: true}); err != nil {
 		return err
 	}
 	// Drain what follows the archive's end, so the sender never blocks.

@@ -13,7 +13,7 @@ import (
 )
 
 // TreePath is the agent's route for whole trees, next to envd's routes
-// (its name cannot clash with theirs, see agent.ControlPath):
+// (its name cannot clash with theirs, see sandboxinit.ControlPath):
 //
 //	POST TreePath?dir=ABS   body: a tar stream, unpacked into dir (created)
 //	GET  TreePath?path=ABS  answer: a tar stream of the tree at path

@@ -1,21 +1,19 @@
-package local
+package imagebuild
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/dockerfile"
 	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/internal/passwd"
+	"github.com/berth-sh/berth/internal/tailbuf"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -85,11 +83,11 @@ func needsSandbox(f *dockerfile.File) bool {
 }
 
 // runBuild runs the instructions and commits the result as ref.
-func (p *Provider) runBuild(ctx context.Context, spec types.Spec, croot *os.Root, f *dockerfile.File, base image.Image, ref, key string) (image.Image, error) {
+func (bd *Builder) runBuild(ctx context.Context, spec types.Spec, croot *os.Root, f *dockerfile.File, base image.Image, ref, key string) (image.Image, error) {
 	st := newBuildState(base.Config)
 	var upper string
 	if needsSandbox(f) {
-		b, err := p.startBuild(ctx, spec, base, key)
+		b, err := bd.startBuild(ctx, spec, base, key)
 		if err != nil {
 			return image.Image{}, err
 		}
@@ -99,8 +97,8 @@ func (p *Provider) runBuild(ctx context.Context, spec types.Spec, croot *os.Root
 				return image.Image{}, err
 			}
 		}
-		if upper, err = b.stop(ctx); err != nil {
-			return image.Image{}, err
+		if upper, err = b.sb.Stop(ctx); err != nil {
+			return image.Image{}, fmt.Errorf("stop the build sandbox: %w", err)
 		}
 	} else {
 		for _, in := range f.Instructions {
@@ -113,8 +111,8 @@ func (p *Provider) runBuild(ctx context.Context, spec types.Spec, croot *os.Root
 	if cfg.Labels == nil {
 		cfg.Labels = map[string]string{}
 	}
-	cfg.Labels[buildKeyLabel] = key
-	return p.store.Commit(ctx, image.CommitSpec{Ref: ref, Parent: base, Dir: upper, Exclude: buildExcluded, Config: cfg})
+	cfg.Labels[keyLabel] = key
+	return bd.Store.Commit(ctx, image.CommitSpec{Ref: ref, Parent: base, Dir: upper, Exclude: buildExcluded, Config: cfg})
 }
 
 // buildExcluded names what a build sandbox's upper directory holds that is
@@ -152,86 +150,65 @@ func applyConfig(st *buildState, in dockerfile.Instruction) {
 
 // builder is one build's sandbox.
 type builder struct {
-	p    *Provider
-	h    *sandboxHandle
-	root *buildRoot
+	sb   Sandbox
+	tree *tree
+	log  *slog.Logger
 	// rootfs is the host path of the sandbox's root (the overlay mount).
 	rootfs string
-	ct     *container.Container
 }
 
 // startBuild makes the build's sandbox: the base image, as root, with the
 // Spec's network and resources, for no longer than the Spec's sandbox
 // would live.
-func (p *Provider) startBuild(ctx context.Context, spec types.Spec, base image.Image, key string) (*builder, error) {
+func (bd *Builder) startBuild(ctx context.Context, spec types.Spec, base image.Image, key string) (*builder, error) {
 	ttl := spec.TTL
 	if ttl <= 0 {
 		ttl = types.DefaultTTL
 	}
 	res := spec.Resources
 	res.GPUs = 0
-	sb, err := p.Create(ctx, types.Spec{
+	sb, err := bd.Host.Start(ctx, types.Spec{
 		Image: base.Ref, User: "root", Resources: res, Network: spec.Network, TTL: ttl,
-		Labels: map[string]string{buildLabel: key[:12]},
+		Labels: map[string]string{SandboxLabel: key[:12]},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the build sandbox: %w", err)
 	}
-	buildSandboxes.Add(1)
-	h := sb.(*sandboxHandle)
-	b := &builder{p: p, h: h}
-	p.mu.Lock()
-	ct := p.cts[h.id]
-	p.mu.Unlock()
-	if ct == nil {
-		b.close(ctx)
-		return nil, fmt.Errorf("build sandbox %s: no container handle", h.id)
-	}
-	b.ct, b.rootfs = ct, ct.Rootfs()
-	if b.root, err = openBuildRoot(b.rootfs); err != nil {
+	b := &builder{sb: sb, rootfs: sb.Rootfs(), log: bd.log()}
+	if b.tree, err = openTree(b.rootfs); err != nil {
 		b.close(ctx)
 		return nil, err
 	}
-	p.log.Debug("build sandbox started", "id", h.id)
 	return b, nil
-}
-
-// stop ends every process of the sandbox, so that its upper directory is
-// still, and returns that directory. The overlay stays mounted until close.
-func (b *builder) stop(ctx context.Context) (string, error) {
-	if err := b.ct.Kill(ctx, unix.SIGKILL); err != nil {
-		return "", fmt.Errorf("stop the build sandbox: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := b.ct.Wait(wctx); err != nil {
-		return "", fmt.Errorf("stop the build sandbox: %w", err)
-	}
-	return b.ct.UpperDir(), nil
 }
 
 // close deletes the sandbox, whatever happened to the build.
 func (b *builder) close(ctx context.Context) {
-	if b.root != nil {
-		b.root.Close()
+	if b.tree != nil {
+		b.tree.Close()
 	}
-	b.h.Close()
-	if err := b.p.Delete(context.WithoutCancel(ctx), b.h.id); err != nil {
-		b.p.log.Warn("deleting a build sandbox failed; berth sandboxes reap retries", "id", b.h.id, "error", err)
-	}
+	b.sb.Close(context.WithoutCancel(ctx))
 }
 
-// step runs one instruction.
+// step runs one instruction. After a RUN, every process it left behind
+// is killed before the next step: a background process could otherwise
+// swap names in the tree while a COPY writes into it from the host.
 func (b *builder) step(ctx context.Context, st *buildState, croot *os.Root, in dockerfile.Instruction) error {
-	b.p.log.Debug("build step", "line", in.Line, "instruction", in.Cmd)
+	b.log.Debug("build step", "line", in.Line, "instruction", in.Cmd)
 	switch in.Cmd {
 	case "RUN":
-		return b.run(ctx, st, in)
+		if err := b.run(ctx, st, in); err != nil {
+			return err
+		}
+		if err := b.sb.KillStrays(ctx); err != nil {
+			return fmt.Errorf("%s: RUN: end what it left running: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
+		}
+		return nil
 	case "COPY", "ADD":
 		return b.copy(ctx, st, croot, in)
 	case "WORKDIR":
 		applyConfig(st, in)
-		if err := b.root.mkdirAll(st.workDir, owner{mode: 0o755, hasMode: true}); err != nil {
+		if err := b.tree.mkdirAll(st.workDir, owner{mode: 0o755, hasMode: true}); err != nil {
 			return stepErr(in, types.InvalidArgument, "%v", err)
 		}
 		return nil
@@ -251,8 +228,8 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 	if err != nil {
 		return stepErr(in, types.NotSupported, "%v", err)
 	}
-	out := &tailBuffer{max: maxRunOutput}
-	proc, err := b.h.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: out, Stderr: out})
+	out := &tailbuf.Buffer{Max: maxRunOutput}
+	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: out, Stderr: out})
 	if err != nil {
 		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
 			return stepErr(in, types.InvalidArgument, "%v", err)
@@ -264,22 +241,43 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
 	if code != 0 {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, out.String())
+		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, tail(out))
 	}
 	return nil
 }
 
 // runUser maps USER onto a user the agent can switch to: one with an
-// /etc/passwd entry in the sandbox as the steps so far left it.
+// /etc/passwd entry in the sandbox as the steps so far left it, with its
+// own primary group.
 func (b *builder) runUser(spec string) (string, error) {
-	who, err := resolveUser(spec, []string{b.rootfs})
-	if err != nil {
-		return "", err
+	if spec == "" || spec == "root" || spec == "0" || spec == "0:0" {
+		return "", nil
 	}
-	if a := who.agent; a.UID != 0 || a.GID != 0 || len(a.AdditionalGIDs) > 0 {
-		return "", fmt.Errorf("USER %q: this builder runs steps only as users in the image's /etc/passwd (with their own primary group); add the user first", spec)
+	refuse := fmt.Errorf("USER %q: this builder runs steps only as users in the image's /etc/passwd (with their own primary group); add the user first", spec)
+	name, group, hasGroup := strings.Cut(spec, ":")
+	e, found := passwd.Lookup(b.readImageFile("etc/passwd"), name)
+	if !found {
+		return "", refuse
 	}
-	return who.user, nil
+	if hasGroup {
+		g, ok := passwd.ParseID(group)
+		if !ok {
+			g, ok = passwd.LookupGroup(b.readImageFile("etc/group"), group)
+		}
+		if !ok || g != e.GID {
+			return "", refuse
+		}
+	}
+	if e.UID == 0 {
+		return "", nil
+	}
+	return e.Name, nil
+}
+
+// readImageFile reads a file of the sandbox's root as the steps so far
+// left it, resolved inside that root.
+func (b *builder) readImageFile(name string) []byte {
+	return passwd.ReadLayered([]string{b.rootfs}, name)
 }
 
 func shorten(s string, n int) string {
@@ -289,34 +287,10 @@ func shorten(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// tailBuffer keeps the last max bytes written to it; RUN's stdout and
-// stderr write to it from two goroutines.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 2*t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+// tail is a RUN's output as its error shows it.
+func tail(t *tailbuf.Buffer) string {
+	if s := strings.TrimSpace(string(t.Bytes())); s != "" {
+		return s
 	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.b
-	if len(b) > t.max {
-		b = b[len(b)-t.max:]
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "(no output)"
-	}
-	return s
+	return "(no output)"
 }

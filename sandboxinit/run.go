@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"context"
@@ -30,6 +30,8 @@ type Options struct {
 	// Deadline is when Run returns ErrDeadline; zero means never. It can be
 	// moved with SetDeadline.
 	Deadline time.Time
+	// Token, when set, must come with every call on ControlPath.
+	Token string
 	// Reap turns zombie reaping on even when not PID 1 (then the process
 	// should be a child subreaper). PID 1 always reaps.
 	Reap bool
@@ -53,6 +55,11 @@ func Run(ctx context.Context, o Options) error {
 	logf := o.Logf
 	if logf == nil {
 		logf = log.Printf
+	}
+	if os.Getpid() == 1 {
+		if err := Harden(); err != nil {
+			return err
+		}
 	}
 	if err := closeOnExec(); err != nil {
 		logf("agent: mark inherited fds close-on-exec: %v", err)
@@ -89,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 		defer signal.Stop(sigs)
 	}
 
-	dl := newDeadline(o.Deadline)
+	dl := newDeadline(o.Deadline, o.Token)
 	defer dl.stop()
 	mux := http.NewServeMux()
 	mux.Handle(ControlPath, dl)

@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func startPID1(t *testing.T, dl time.Time) (*exec.Cmd, string) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for i := 0; ; i++ {
-		if _, err := GetDeadline(context.Background(), sock); err == nil {
+		if _, err := GetDeadline(context.Background(), sock, ""); err == nil {
 			return cmd, sock
 		}
 		if i > 2000 {
@@ -53,7 +53,7 @@ func TestPID1DropsFatalSignals(t *testing.T) {
 		if err := cmd.Process.Signal(s); err != nil {
 			t.Fatalf("%v: %v", s, err)
 		}
-		if _, err := GetDeadline(context.Background(), sock); err != nil {
+		if _, err := GetDeadline(context.Background(), sock, ""); err != nil {
 			t.Fatalf("after %v the agent does not answer: %v", s, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package local
+package imagebuild
 
 import (
 	"archive/tar"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth/dockerfile"
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/passwd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -41,7 +42,7 @@ func (b *builder) copy(ctx context.Context, st *buildState, croot *os.Root, in d
 	if !path.IsAbs(dest) {
 		dest = path.Join(st.dir(), dest)
 	}
-	intoDir := strings.HasSuffix(destArg, "/") || strings.HasSuffix(destArg, "/.") || len(srcs) > 1 || b.root.isDir(dest)
+	intoDir := strings.HasSuffix(destArg, "/") || strings.HasSuffix(destArg, "/.") || len(srcs) > 1 || b.tree.isDir(dest)
 	for _, src := range srcs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -71,10 +72,10 @@ func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.
 		target := dest
 		if intoDir {
 			target = path.Join(dest, path.Base(src))
-			if err := b.root.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: 0o755, hasMode: true}); err != nil {
+			if err := b.tree.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: 0o755, hasMode: true}); err != nil {
 				return err
 			}
-		} else if err := b.root.mkdirAll(path.Dir(dest), owner{mode: 0o755, hasMode: true}); err != nil {
+		} else if err := b.tree.mkdirAll(path.Dir(dest), owner{mode: 0o755, hasMode: true}); err != nil {
 			return err
 		}
 		return b.copyFile(croot, src, fi, target, o)
@@ -95,11 +96,11 @@ func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.
 		mode := o.modeOr(envd.UnixMode(e.info.Mode()))
 		switch {
 		case e.rel == src:
-			return b.root.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true})
+			return b.tree.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true})
 		case e.info.IsDir():
-			return b.root.dir(target, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true}, time.Time{})
+			return b.tree.dir(target, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true}, time.Time{})
 		case e.info.Mode()&fs.ModeSymlink != 0:
-			return b.root.symlink(target, e.link, owner{uid: o.uid, gid: o.gid}, e.info.ModTime())
+			return b.tree.symlink(target, e.link, owner{uid: o.uid, gid: o.gid}, e.info.ModTime())
 		default:
 			return b.copyFile(croot, e.rel, e.info, target, o)
 		}
@@ -112,7 +113,7 @@ func (b *builder) copyFile(croot *os.Root, src string, fi fs.FileInfo, target st
 		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer f.Close()
-	return b.root.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(envd.UnixMode(fi.Mode())), hasMode: true}, fi.ModTime())
+	return b.tree.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(envd.UnixMode(fi.Mode())), hasMode: true}, fi.ModTime())
 }
 
 // copyOwner reads --chown and --chmod. Names in --chown are looked up in
@@ -132,19 +133,19 @@ func (b *builder) copyOwner(in dockerfile.Instruction) (owner, error) {
 		return o, nil
 	}
 	name, group, hasGroup := strings.Cut(v, ":")
-	uid, numeric := parseID(name)
+	uid, numeric := passwd.ParseID(name)
 	if !numeric {
-		e, found := lookupPasswd(readImageFile([]string{b.rootfs}, "etc/passwd"), name)
+		e, found := passwd.Lookup(b.readImageFile("etc/passwd"), name)
 		if name == "" || !found {
 			return o, stepErr(in, types.InvalidArgument, "--chown=%s: user %q is not in the image's /etc/passwd", v, name)
 		}
-		uid = e.uid
+		uid = e.UID
 	}
 	gid := uid
 	if hasGroup {
 		var ok bool
-		if gid, ok = parseID(group); !ok {
-			if gid, ok = lookupGroup(readImageFile([]string{b.rootfs}, "etc/group"), group); !ok {
+		if gid, ok = passwd.ParseID(group); !ok {
+			if gid, ok = passwd.LookupGroup(b.readImageFile("etc/group"), group); !ok {
 				return o, stepErr(in, types.InvalidArgument, "--chown=%s: group %q is not in the image's /etc/group", v, group)
 			}
 		}
@@ -197,10 +198,10 @@ func (b *builder) addArchive(ctx context.Context, croot *os.Root, in dockerfile.
 	if err != nil {
 		return false, nil // not a tar: ADD copies it as it is
 	}
-	if err := b.root.mkdirAll(dest, owner{mode: 0o755, hasMode: true}); err != nil {
+	if err := b.tree.mkdirAll(dest, owner{mode: 0o755, hasMode: true}); err != nil {
 		return true, err
 	}
-	if err := b.root.extract(ctx, dest, tr, hdr); err != nil {
+	if err := b.tree.extract(ctx, dest, tr, hdr); err != nil {
 		return true, stepErr(in, types.InvalidArgument, "extract %s: %v", src, err)
 	}
 	return true, nil

@@ -1,4 +1,4 @@
-package local
+package imagebuild
 
 import (
 	"crypto/sha256"

@@ -1,8 +1,9 @@
-package agent
+package sandboxinit
 
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +16,15 @@ import (
 // ControlPath is the agent's own endpoint on the socket: GET returns the
 // deadline, PUT moves it. Its name cannot clash with envd's routes, which
 // all start with a Connect service name ("/process.Process/...") or
-// "/files".
+// "/files". When Options.Token is set, every call needs it as
+// TokenHeader, as envd's calls do: where a sandbox's process can reach the
+// socket (under runsc its directory is mounted in the sandbox), it still
+// cannot move the deadline.
 const ControlPath = "/berth.agent/deadline"
+
+// TokenHeader carries the token on ControlPath (envd's access token
+// header).
+const TokenHeader = "X-Access-Token"
 
 // deadlineMsg is the JSON body of ControlPath; an empty Deadline is none.
 type deadlineMsg struct {
@@ -27,6 +35,8 @@ var _ http.Handler = (*deadline)(nil)
 
 // deadline is a movable point in time that closes a channel when reached.
 type deadline struct {
+	token string // "" takes every call
+
 	mu    sync.Mutex
 	t     time.Time
 	timer *time.Timer
@@ -34,8 +44,8 @@ type deadline struct {
 	fired bool
 }
 
-func newDeadline(t time.Time) *deadline {
-	d := &deadline{done: make(chan struct{})}
+func newDeadline(t time.Time, token string) *deadline {
+	d := &deadline{done: make(chan struct{}), token: token}
 	d.set(t)
 	return d
 }
@@ -88,6 +98,10 @@ func (d *deadline) fire() {
 }
 
 func (d *deadline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), []byte(d.token)) != 1 {
+		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPut:
@@ -124,24 +138,25 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// SetDeadline moves the deadline of the agent listening on socket; zero
-// means none. It fails once the deadline has been reached.
-func SetDeadline(ctx context.Context, socket string, t time.Time) error {
+// SetDeadline moves the deadline of the agent listening on socket, with its
+// token ("" for an agent started without one); zero means none. It fails
+// once the deadline has been reached.
+func SetDeadline(ctx context.Context, socket, token string, t time.Time) error {
 	body, _ := json.Marshal(deadlineMsg{Deadline: formatTime(t)})
-	_, err := control(ctx, socket, http.MethodPut, body)
+	_, err := control(ctx, socket, token, http.MethodPut, body)
 	return err
 }
 
 // GetDeadline returns the deadline of the agent listening on socket.
-func GetDeadline(ctx context.Context, socket string) (time.Time, error) {
-	m, err := control(ctx, socket, http.MethodGet, nil)
+func GetDeadline(ctx context.Context, socket, token string) (time.Time, error) {
+	m, err := control(ctx, socket, token, http.MethodGet, nil)
 	if err != nil || m.Deadline == "" {
 		return time.Time{}, err
 	}
 	return time.Parse(time.RFC3339Nano, m.Deadline)
 }
 
-func control(ctx context.Context, socket, method string, body []byte) (deadlineMsg, error) {
+func control(ctx context.Context, socket, token, method string, body []byte) (deadlineMsg, error) {
 	var m deadlineMsg
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -151,6 +166,9 @@ func control(ctx context.Context, socket, method string, body []byte) (deadlineM
 	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+ControlPath, bytes.NewReader(body))
 	if err != nil {
 		return m, err
+	}
+	if token != "" {
+		req.Header.Set(TokenHeader, token)
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {

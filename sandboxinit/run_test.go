@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func start(t *testing.T, o Options) (sock string, stop func() error) {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
 	for i := 0; ; i++ {
-		if _, err := GetDeadline(context.Background(), sock); err == nil {
+		if _, err := GetDeadline(context.Background(), sock, o.Token); err == nil {
 			break
 		}
 		select {
@@ -177,11 +177,11 @@ func TestDeadlineEndsRun(t *testing.T) {
 func TestSetDeadlineMovesIt(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	sock, stop := start(t, Options{Deadline: far})
-	got, err := GetDeadline(context.Background(), sock)
+	got, err := GetDeadline(context.Background(), sock, "")
 	if err != nil || !got.Equal(far) {
 		t.Fatalf("GetDeadline = %v, %v; want %v", got, err, far)
 	}
-	if err := SetDeadline(context.Background(), sock, time.Now().Add(20*time.Millisecond)); err != nil {
+	if err := SetDeadline(context.Background(), sock, "", time.Now().Add(20*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	// Run ends by itself, at the new deadline.
@@ -209,7 +209,7 @@ func TestSetDeadlineRejectsGarbage(t *testing.T) {
 		}
 	}
 	// No deadline was set by the rejected bodies.
-	if got, err := GetDeadline(context.Background(), sock); err != nil || !got.IsZero() {
+	if got, err := GetDeadline(context.Background(), sock, ""); err != nil || !got.IsZero() {
 		t.Fatalf("deadline %v, %v after rejected updates", got, err)
 	}
 }
@@ -227,7 +227,7 @@ func TestSIGTERMStopsRun(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	for i := 0; ; i++ {
-		if _, err := GetDeadline(context.Background(), sock); err == nil {
+		if _, err := GetDeadline(context.Background(), sock, ""); err == nil {
 			break
 		}
 		if i > 2000 {
@@ -271,5 +271,27 @@ func TestCloseOnExec(t *testing.T) {
 	// Still open for the agent itself.
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil {
 		t.Fatalf("fd closed: %v", err)
+	}
+}
+
+// The control endpoint answers only with the agent's token, so that a
+// process that can reach the socket (a sandbox's, under runsc) cannot move
+// or lift the deadline.
+//
+// On main at 6f9918d the endpoint took no token: anyone on the socket
+// could lift the deadline.
+func TestControlNeedsToken(t *testing.T) {
+	far := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	sock, _ := start(t, Options{Deadline: far, Token: "s3cret"})
+	for _, tok := range []string{"", "wrong"} {
+		if err := SetDeadline(context.Background(), sock, tok, time.Time{}); err == nil {
+			t.Errorf("SetDeadline with token %q succeeded", tok)
+		}
+		if _, err := GetDeadline(context.Background(), sock, tok); err == nil {
+			t.Errorf("GetDeadline with token %q succeeded", tok)
+		}
+	}
+	if got, err := GetDeadline(context.Background(), sock, "s3cret"); err != nil || !got.Equal(far) {
+		t.Fatalf("deadline %v, %v; want %v, unmoved", got, err, far)
 	}
 }

@@ -1,0 +1,99 @@
+package hosttar
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// maxLinkHops is how many symlinks a resolution follows, as the kernel's 40.
+const maxLinkHops = 40
+
+// escape resolves the symlink at name as the kernel would for a reader of
+// the finished tree, through every link the tree holds now, and says how
+// it leaves the tree ("" when it stays inside). A missing element is taken
+// as a directory to be: the final check runs when every entry is there.
+func (x *extractor) escape(name string) string {
+	var cur []string // the resolved directory, from the root
+	rest := []string{path.Base(name)}
+	cur = strings.Split(path.Dir(name), "/")
+	if cur[0] == "." {
+		cur = nil
+	}
+	hops := 0
+	for len(rest) > 0 {
+		el := rest[0]
+		rest = rest[1:]
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return "\"..\" above the tree's root"
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		p := strings.Join(append(cur[:len(cur):len(cur)], el), "/")
+		st, err := x.root.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR):
+			cur = append(cur, el)
+			continue
+		case err != nil:
+			return fmt.Sprintf("%s: %v", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			cur = append(cur, el)
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "too many levels of symlinks"
+		}
+		target, err := x.readlink(p)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", p, err)
+		}
+		if target == "" || path.IsAbs(target) {
+			return fmt.Sprintf("%s points at the absolute path %q", p, target)
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return ""
+}
+
+func (x *extractor) readlink(p string) (string, error) {
+	d, base, err := x.root.Parent(p)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return d.Readlink(base)
+}
+
+// classifyFS maps host file system errors onto the error classes.
+func classifyFS(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case types.ClassOf(err) != types.Unknown:
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return types.Classify(types.NotFound, err)
+	case errors.Is(err, fs.ErrExist):
+		return types.Classify(types.AlreadyExists, err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return types.Classify(types.ResourceExhausted, err)
+	default:
+		// Escapes from the root, permission errors and type mismatches are
+		// all the caller's archive or path being wrong.
+		return types.Classify(types.InvalidArgument, err)
+	}
+}
