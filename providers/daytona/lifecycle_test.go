@@ -230,20 +230,3 @@ func TestUserIsTheSandboxUser(t *testing.T) {
 		t.Errorf("exec as another user: %v, want NotSupported naming the sandbox's user", err)
 	}
 }
-
-// TestUploadMakesMissingParents: on a daemon whose upload does not create
-// directories, WriteFile creates them and writes.
-func TestUploadMakesMissingParents(t *testing.T) {
-	_, _, sb := openSandbox(t, daytonatest.Options{UploadWithoutParents: true})
-	ctx := t.Context()
-	if err := sb.WriteFile(ctx, "/tmp/a/b/c.txt", []byte("deep"), 0o640); err != nil {
-		t.Fatalf("write under missing directories: %v", err)
-	}
-	got, err := sb.ReadFile(ctx, "/tmp/a/b/c.txt")
-	if err != nil || string(got) != "deep" {
-		t.Fatalf("read back %q, %v", got, err)
-	}
-	if fi, err := sb.Stat(ctx, "/tmp/a/b/c.txt"); err != nil || fi.Mode != 0o640 {
-		t.Errorf("stat %+v %v, want mode 640", fi, err)
-	}
-}
