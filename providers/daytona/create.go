@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -20,6 +21,10 @@ import (
 // SnapshotPrefix marks a Spec.Image that names a Daytona snapshot rather
 // than an image to build.
 const SnapshotPrefix = "snapshot:"
+
+// ImageLabel is the label that carries the image a sandbox was built from:
+// Daytona's listing shows neither its build nor an image name.
+const ImageLabel = "berth-image"
 
 // WorkDirVar is the sandbox variable that carries Spec.WorkDir.
 const WorkDirVar = "BERTH_WORKDIR"
@@ -76,7 +81,8 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 		User:               spec.User,
 		Labels:             spec.Labels,
 		Target:             p.opts.Target,
-		AutoStopInterval:   ceilMinutes(spec.TTL),
+		TTLMinutes:         ceilMinutes(spec.TTL),
+		AutoStopInterval:   0, // the TTL is the deadline; idleness is not
 		AutoDeleteInterval: p.opts.autoDeleteMinutes(),
 	}
 	switch {
@@ -94,6 +100,13 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 			return req, 0, types.Errorf(types.InvalidArgument, "daytona: image reference %q is empty or holds spaces or control characters", spec.Image)
 		}
 		req.BuildInfo = &buildInfo{DockerfileContent: "FROM " + spec.Image}
+		// A listed sandbox shows no build, only its labels: the image
+		// travels as one (info takes it back out).
+		req.Labels = maps.Clone(spec.Labels)
+		if req.Labels == nil {
+			req.Labels = map[string]string{}
+		}
+		req.Labels[ImageLabel] = spec.Image
 	}
 	if len(spec.Env) > 0 || spec.WorkDir != "" {
 		req.Env = make(map[string]string, len(spec.Env)+1)

@@ -248,3 +248,24 @@ func parseMode(s string, def os.FileMode) (os.FileMode, error) {
 	}
 	return os.FileMode(m), nil
 }
+
+// ReadFile reads a file of a sandbox's file system directly, for tests
+// that look at a sandbox from outside its API.
+func (s *Server) ReadFile(idOrName, p string) ([]byte, error) {
+	s.mu.Lock()
+	sb := s.find(idOrName)
+	var dir string
+	if sb != nil {
+		dir = sb.root()
+	}
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, fs.ErrNotExist
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.ReadFile(rootName(p))
+}
