@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,30 +11,13 @@ import (
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 )
 
-// sdkDir holds the official Daytona TypeScript SDK (package.json pins
-// it); .ci/run installs it with npm ci.
-const sdkDir = "testdata/sdk"
-
-// nodeSDK returns node's path, or skips when node or the SDK is missing.
-func nodeSDK(t testing.TB) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the SDK scenario needs Node.js >= 18")
-	}
-	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "@daytonaio", "sdk", "package.json")); err != nil {
-		t.Skipf("the Daytona SDK is not installed: run npm ci in providers/daytona/daytonatest/%s", sdkDir)
-	}
-	return node
-}
-
 // runNode runs a script of the SDK directory with the SDK pointed at srv.
-func runNode(t *testing.T, node string, srv *daytonatest.Server, script string, extra ...string) string {
+func runNode(t *testing.T, node, dir string, srv *daytonatest.Server, script string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Dir = sdkDir
+	cmd.Dir = dir
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + t.TempDir(),
@@ -55,13 +37,14 @@ func runNode(t *testing.T, node string, srv *daytonatest.Server, script string, 
 // preview link; stop, start, list by labels, delete; and the SDK's own
 // error types for a 429 with Retry-After-<throttler> and a quota refusal.
 func TestSDKScenario(t *testing.T) {
-	node := nodeSDK(t)
+	node, dir := daytonatest.SDK(t)
 	if why := daytonatest.Available(); why != "" {
 		t.Skip(why)
 	}
-	srv := newServer(t, daytonatest.Options{DiskQuotaGB: 8, StepDelay: 20 * time.Millisecond})
+	schema := daytonatest.LoadSchema(t)
+	srv := newServer(t, daytonatest.Options{DiskQuotaGB: 8, StepDelay: 20 * time.Millisecond, Record: true})
 	srv.RateLimit("POST", "/api/sandbox", 1, "sandbox-create", 1)
-	out := runNode(t, node, srv, "scenario.mjs", "SCENARIO_FAULTS=1")
+	out := runNode(t, node, dir, srv, "scenario.mjs", "SCENARIO_FAULTS=1")
 	for _, want := range []string{
 		"ok 429 is DaytonaRateLimitError with retry-after-sandbox-create: 1",
 		"ok create from an image with labels, resources and auto-stop",
@@ -94,6 +77,12 @@ func TestSDKScenario(t *testing.T) {
 		}
 	}
 	waitGone(t, srv)
+	// What the fake answered the SDK is what the SDK's models say.
+	for _, e := range srv.Exchanges() {
+		for _, err := range schema.Check(e) {
+			t.Error(err)
+		}
+	}
 }
 
 // routeOf replaces the IDs and names in a fake's path with "*".
