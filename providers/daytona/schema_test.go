@@ -190,4 +190,3 @@ func wantCaught(t *testing.T, s *daytonatest.Schema, e daytonatest.Exchange, wan
 	}
 	t.Fatalf("the mutation went through: errors %v, want one saying %q", errs, want)
 }
-

@@ -39,10 +39,10 @@ func SDK(t testing.TB) (node, dir string) {
 // (@daytona/api-client, @daytona/toolbox-api-client), read from the
 // installed SDK's model files by testdata/sdk/schema.mjs.
 type Schema struct {
-	Operations []Operation                            `json:"operations"`
+	Operations []Operation                           `json:"operations"`
 	Models     map[string]map[string]json.RawMessage `json:"models"` // by client, then name
-	Enums      map[string][]string                    `json:"enums"`
-	Versions   map[string]string                      `json:"versions"`
+	Enums      map[string][]string                   `json:"enums"`
+	Versions   map[string]string                     `json:"versions"`
 }
 
 // Operation is one call of a client.
