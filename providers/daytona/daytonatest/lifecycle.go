@@ -2,15 +2,14 @@ package daytonatest
 
 import (
 	"fmt"
-	"io"
-	"io/fs"
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/berth-sh/berth/internal/busyroot"
 )
 
 func (s *Server) lifecycleRoutes(mux *http.ServeMux) {
@@ -116,7 +115,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	child.parent = sb.ID
 	err := makeRoot(child.root())
 	if err == nil {
-		err = copyTree(sb.root(), child.root())
+		err = busyroot.Copy(sb.root(), child.root())
 	}
 	if err != nil {
 		_ = os.RemoveAll(child.dir)
@@ -213,59 +212,4 @@ func (s *Server) reaper() {
 			s.mu.Unlock()
 		}
 	}
-}
-
-// copyTree copies the directories, regular files and symlinks of src into
-// dst (which exists), keeping modes; device nodes and the like are left to
-// makeRoot.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			if err := os.MkdirAll(to, info.Mode().Perm()); err != nil {
-				return err
-			}
-			return os.Chmod(to, info.Mode().Perm()|info.Mode()&os.ModeSticky)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			_ = os.Remove(to)
-			return os.Symlink(target, to)
-		case d.Type().IsRegular():
-			return copyFile(p, to, info.Mode().Perm())
-		}
-		return nil
-	})
-}
-
-func copyFile(from, to string, perm fs.FileMode) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	_ = os.Remove(to) // a hard link laid by makeRoot must not be written through
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
