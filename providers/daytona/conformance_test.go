@@ -76,15 +76,17 @@ func needCommands(t *testing.T) {
 }
 
 // TestConformance runs the shared suite against the driver and the
-// in-process server.
+// in-process server, on sandboxes of the linux-vm class, which can do all
+// the driver claims (containers cannot pause or fork; builds from images
+// are walked by TestSchema and the golden episode).
 func TestConformance(t *testing.T) {
 	needCommands(t)
-	srv := newServer(t, daytonatest.Options{})
+	srv := vmServer(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
 		Open: func(t *testing.T) *sandbox.Provider {
 			return sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 		},
-		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "busybox:1.36"} },
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: daytona.SnapshotPrefix + vmSnapshot} },
 	})
 }
 

@@ -37,12 +37,12 @@ const maxTTL = 24 * time.Hour
 // implement (driver.Derive: no SetTimeout, since a Modal sandbox's timeout
 // is fixed at creation, and no Signal, since an exec has no kill call), and
 // the facts they cannot show: requests by default and limits when the Spec
-// asks, no egress or full egress, GPUs (which the SDK creates on Modal's V1
-// backend).
+// asks, no egress, full egress or an allowlist of CIDRs and domains, GPUs
+// (which the SDK creates on Modal's V1 backend).
 func Capabilities() types.Capabilities {
 	return driver.Derive[*Provider, *sandbox, *process](types.Capabilities{
 		ResourceMode: types.ResourcesBoth,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxTTL,
 	})
@@ -82,6 +82,7 @@ type Provider struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	stdin  stdinGate // stdin calls in flight, which Close waits for
 
 	mu      sync.Mutex
 	app     *sdk.App
@@ -193,6 +194,9 @@ func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
 func (p *Provider) Close() error {
 	p.cancel()
 	p.wg.Wait()
+	if !p.stdin.close(stdinCloseWait) {
+		p.log.Debug("modal: stdin calls still in flight at close")
+	}
 	p.mu.Lock()
 	open := make([]*sandbox, 0, len(p.handles))
 	for h := range p.handles {
@@ -240,6 +244,9 @@ func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 // image returns the built image of a registry reference. Built images are
 // remembered; Modal deduplicates concurrent builds of one Dockerfile.
 func (p *Provider) image(ctx context.Context, ref string) (*sdk.Image, error) {
+	if id, ok := strings.CutPrefix(ref, ImagePrefix); ok {
+		return p.imageByID(ctx, id)
+	}
 	if err := checkImageRef(ref); err != nil {
 		return nil, err
 	}
@@ -332,7 +339,12 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		p.log.Debug("modal: ignoring the storage size; Modal sandboxes have no disk knob", "storage_mb", r.StorageMB)
 	}
 	if spec.Network.Mode == types.NetworkAllowlist {
-		return nil, types.Errorf(types.NotSupported, "network allowlists are not supported")
+		cidrs, domains, err := allowlists(spec.Network.Allow)
+		if err != nil {
+			return nil, err
+		}
+		params.OutboundCIDRAllowlist = &sdk.Allowlist{Entries: cidrs}
+		params.OutboundDomainAllowlist = &sdk.Allowlist{Entries: domains}
 	}
 	return params, nil
 }

@@ -19,6 +19,7 @@ var lifecycleCases = []testCase{
 	{name: "list-by-labels", run: testList},
 	{name: "set-timeout-expires", run: testSetTimeout},
 	{name: "optional-features", run: testOptionalFeatures},
+	{name: "fork", run: testFork},
 	{name: "invalid-spec", run: testInvalidSpec},
 	{name: "unsupported-network", run: testUnsupportedNetwork},
 }
