@@ -18,7 +18,7 @@ type faults struct {
 	mu        sync.Mutex
 	throttles map[string]*throttleFault
 	quotas    map[string]*quotaFault
-	outages   map[string]int // calls still to fail UNAVAILABLE, by method
+	outages   map[string]int          // calls still to fail UNAVAILABLE, by method
 	builds    map[string]BuildFailure // by image reference
 	dropAfter int                     // cut exec output streams after this many bytes; 0: never
 	drops     int                     // streams cut so far

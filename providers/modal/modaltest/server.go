@@ -63,7 +63,7 @@ type Server struct {
 	apps        map[string]*app      // by environment + "/" + name
 	images      map[string]*image    // by Dockerfile text
 	imagesByID  map[string]*image
-	snapshots   map[string]string // file system snapshots' image IDs, by the client's snapshot ID
+	snapshots   map[string]string   // file system snapshots' image IDs, by the client's snapshot ID
 	sandboxes   map[string]*sandbox // by sandbox ID
 	tasks       map[string]*sandbox // by task ID
 	lastCreated float64
