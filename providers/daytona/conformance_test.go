@@ -121,15 +121,7 @@ func TestGoldenEpisode(t *testing.T) {
 // DAYTONA_TEST_IMAGE the image (debian:bookworm-slim), and
 // DAYTONA_DISK_QUOTA_GB the account's disk quota (30, tier 1).
 func TestLive(t *testing.T) {
-	key := os.Getenv("DAYTONA_API_KEY")
-	if key == "" {
-		for _, e := range builtin.Entries() {
-			if e.Name == "daytona" {
-				t.Skipf("DAYTONA_API_KEY is not set; provision a key with: %s", e.Credential.ProvisionHint)
-			}
-		}
-		t.Skip("DAYTONA_API_KEY is not set")
-	}
+	key := liveKey(t)
 	image := os.Getenv("DAYTONA_TEST_IMAGE")
 	if image == "" {
 		image = "debian:bookworm-slim"
