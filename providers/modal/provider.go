@@ -70,6 +70,12 @@ type Options struct {
 	Getenv func(string) string
 	// Logger receives the driver's and the SDK's logs; nil discards them.
 	Logger *slog.Logger
+	// UnaryInterceptors and StreamInterceptors observe the SDK's calls to
+	// Modal's control plane (tracing; the live tests' transcripts). They
+	// run after the SDK's own; the command router's calls do not pass
+	// them.
+	UnaryInterceptors  []grpc.UnaryClientInterceptor
+	StreamInterceptors []grpc.StreamClientInterceptor
 }
 
 // Provider is the Modal driver.
@@ -121,7 +127,8 @@ func New(opts Options) (*Provider, error) {
 		Environment:            opts.Environment,
 		Logger:                 opts.Logger,
 		MaxThrottleWait:        &wait,
-		GRPCStreamInterceptors: []grpc.StreamClientInterceptor{captureBuildLog},
+		GRPCUnaryInterceptors:  opts.UnaryInterceptors,
+		GRPCStreamInterceptors: append([]grpc.StreamClientInterceptor{captureBuildLog}, opts.StreamInterceptors...),
 	})
 	if err != nil {
 		// The SDK's message may quote its config file, which holds the

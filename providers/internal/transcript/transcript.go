@@ -44,6 +44,14 @@ func (t *Transcript) Add(e Entry) {
 	t.mu.Unlock()
 }
 
+// Reset forgets the entries so far: what a run did to warm up (an image
+// build, cached by the service from then on) is not the scenario.
+func (t *Transcript) Reset() {
+	t.mu.Lock()
+	t.entries = nil
+	t.mu.Unlock()
+}
+
 // Entries returns the entries so far.
 func (t *Transcript) Entries() []Entry {
 	t.mu.Lock()
