@@ -82,7 +82,9 @@ func TestTranscriptsAgree(t *testing.T) {
 
 // retried leaves out throttles, which the SDK waits out and a run may or
 // may not meet.
-func retried(e transcript.Entry) bool { return e.Status == "ResourceExhausted" || e.Status == "Unavailable" }
+func retried(e transcript.Entry) bool {
+	return e.Status == "ResourceExhausted" || e.Status == "Unavailable"
+}
 
 // runTranscript runs the scenario with the SDK's control-plane calls
 // recorded.
@@ -137,4 +139,3 @@ func runTranscript(t *testing.T, tr *transcript.Transcript, opts modal.Options) 
 		t.Fatalf("restored: %q %v", got, err)
 	}
 }
-

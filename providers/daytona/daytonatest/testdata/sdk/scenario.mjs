@@ -7,13 +7,15 @@
 // that the first create is throttled and a third sandbox passes the disk
 // quota (SCENARIO_FAULTS=1); against a real account those steps are left
 // out.
-import {
-  Daytona,
-  DaytonaBadRequestError,
-  DaytonaFileNotFoundError,
-  DaytonaNotFoundError,
-  DaytonaRateLimitError,
-} from '@daytonaio/sdk'
+import { createRequire } from 'node:module'
+
+// The SDK finds CommonJS require for its optional modules (form-data,
+// busboy) through process.getBuiltinModule, which Node has since 20.16;
+// before that it falls back to a global require, given here (Debian 12's
+// Node is 18). It must exist before the SDK loads, hence the late import.
+globalThis.require ??= createRequire(import.meta.url)
+const { Daytona, DaytonaBadRequestError, DaytonaFileNotFoundError, DaytonaNotFoundError, DaytonaRateLimitError } =
+  await import('@daytonaio/sdk')
 
 const image = process.env.SCENARIO_IMAGE || 'debian:bookworm-slim'
 const faults = process.env.SCENARIO_FAULTS === '1'
