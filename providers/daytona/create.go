@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -57,14 +57,21 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		}
 		return nil, err
 	}
+	return p.adopt(ctx, sb.ID, diskGB)
+}
+
+// adopt takes a sandbox the API has just made (created or forked): it binds
+// its disk share, waits for it to start and returns a handle, or deletes
+// it when it does not start.
+func (p *Provider) adopt(ctx context.Context, id string, diskGB int) (driver.Sandbox, error) {
 	if p.disk != nil {
-		p.disk.bind(sb.ID, diskGB)
+		p.disk.bind(id, diskGB)
 	}
-	started, err := p.waitStarted(ctx, sb.ID, false)
+	started, err := p.waitStarted(ctx, id, false)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
-		if derr := p.Delete(dctx, sb.ID); derr != nil && !errors.Is(derr, types.ErrNotFound) {
+		if derr := p.Delete(dctx, id); derr != nil && !errors.Is(derr, types.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("deleting the sandbox that did not start: %w", derr))
 		}
 		return nil, err
@@ -144,25 +151,9 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 		req.NetworkBlockAll = true
 	case types.NetworkPublic:
 	case types.NetworkAllowlist:
-		var cidrs, domains []string
-		for _, a := range spec.Network.Allow {
-			switch {
-			case strings.Contains(a, "/"):
-				if _, _, err := net.ParseCIDR(a); err != nil {
-					return req, 0, types.Errorf(types.InvalidArgument, "daytona: network allowlist entry %q is not a CIDR", a)
-				}
-				cidrs = append(cidrs, a)
-			case net.ParseIP(a) != nil:
-				bits := "/32"
-				if strings.Contains(a, ":") {
-					bits = "/128"
-				}
-				cidrs = append(cidrs, a+bits)
-			case a != "" && !strings.ContainsAny(a, ", \t\n"):
-				domains = append(domains, a)
-			default:
-				return req, 0, types.Errorf(types.InvalidArgument, "daytona: network allowlist entry %q is neither a host nor a CIDR", a)
-			}
+		cidrs, domains, err := allowlist.Split("daytona", spec.Network.Allow)
+		if err != nil {
+			return req, 0, err
 		}
 		req.NetworkAllowList = strings.Join(cidrs, ",")
 		req.DomainAllowList = strings.Join(domains, ",")

@@ -3,7 +3,6 @@ package daytona
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/berth-sh/berth/providers/internal/rest"
@@ -66,19 +65,7 @@ func (s *Sandbox) Fork(ctx context.Context) (driver.Sandbox, error) {
 		}
 		return nil, vmOnly(err, "forked")
 	}
-	if p.disk != nil {
-		p.disk.bind(child.ID, disk)
-	}
-	started, err := p.waitStarted(ctx, child.ID, false)
-	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-		defer cancel()
-		if derr := p.Delete(dctx, child.ID); derr != nil && !errors.Is(derr, types.ErrNotFound) {
-			err = errors.Join(err, fmt.Errorf("deleting the fork that did not start: %w", derr))
-		}
-		return nil, err
-	}
-	return p.newHandle(started), nil
+	return p.adopt(ctx, child.ID, disk)
 }
 
 // vmOnly turns the API's 422 for a sandbox class that cannot do what was

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 	"google.golang.org/grpc"
 
+	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -346,7 +347,9 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		p.log.Debug("modal: ignoring the storage size; Modal sandboxes have no disk knob", "storage_mb", r.StorageMB)
 	}
 	if spec.Network.Mode == types.NetworkAllowlist {
-		cidrs, domains, err := allowlists(spec.Network.Allow)
+		// Both lists are sent, empty or not: a non-nil one puts Modal in
+		// allowlist mode, and an empty one allows nothing of its kind.
+		cidrs, domains, err := allowlist.Split("modal", spec.Network.Allow)
 		if err != nil {
 			return nil, err
 		}

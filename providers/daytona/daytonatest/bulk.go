@@ -27,9 +27,8 @@ func (s *Server) bulkUpload(w http.ResponseWriter, r *http.Request, sb *sandbox)
 		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
 		return
 	}
-	root, err := os.OpenRoot(sb.root())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	root, ok := openRoot(w, sb)
+	if !ok {
 		return
 	}
 	defer root.Close()
@@ -110,9 +109,8 @@ func (s *Server) bulkDownload(w http.ResponseWriter, r *http.Request, sb *sandbo
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `request body must be {"paths": [ ... ]} and non-empty`})
 		return
 	}
-	root, err := os.OpenRoot(sb.root())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	root, ok := openRoot(w, sb)
+	if !ok {
 		return
 	}
 	defer root.Close()

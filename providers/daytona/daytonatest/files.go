@@ -95,14 +95,24 @@ func (s *Server) withRoot(h func(http.ResponseWriter, *http.Request, *os.Root, s
 			writeError(w, http.StatusBadRequest, "path is required")
 			return
 		}
-		root, err := os.OpenRoot(sb.root())
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
+		root, ok := openRoot(w, sb)
+		if !ok {
 			return
 		}
 		defer root.Close()
 		h(w, r, root, rootName(q))
 	})
+}
+
+// openRoot opens the sandbox's file system as an os.Root, so that no path
+// or symlink inside it reaches the host; on failure it has answered.
+func openRoot(w http.ResponseWriter, sb *sandbox) (*os.Root, bool) {
+	root, err := os.OpenRoot(sb.root())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return nil, false
+	}
+	return root, true
 }
 
 // rootName maps a sandbox path onto a name inside the sandbox's os.Root;

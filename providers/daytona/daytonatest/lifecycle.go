@@ -66,12 +66,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request, sb *sandbox
 // pause stops every process of a VM-class sandbox where it is (SIGSTOP):
 // its memory is kept, and start resumes it. Containers cannot pause.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	switch {
-	case sb.SandboxClass != classLinuxVM && sb.SandboxClass != classWindows:
-		writeError(w, http.StatusUnprocessableEntity, "Pausing is not supported for this sandbox")
-		return
-	case sb.State != stateStarted:
-		writeError(w, http.StatusBadRequest, "Sandbox must be in started state to pause")
+	if !s.vmStarted(w, sb, "Pausing", "pause") {
 		return
 	}
 	s.signalSessions(sb, syscall.SIGSTOP)
@@ -93,13 +88,10 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			return
 		}
 	}
+	if !s.vmStarted(w, sb, "Forking", "fork") {
+		return
+	}
 	switch {
-	case sb.SandboxClass != classLinuxVM && sb.SandboxClass != classWindows:
-		writeError(w, http.StatusUnprocessableEntity, "Forking is not supported for this sandbox")
-		return
-	case sb.State != stateStarted:
-		writeError(w, http.StatusBadRequest, "Sandbox must be in started state to fork")
-		return
 	case req.Name != "" && s.find(req.Name) != nil:
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", req.Name))
 		return
@@ -127,6 +119,20 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	s.advance(sb, nil, stateStarted, nil)
 	s.advance(child, nil, stateStarted, nil)
 	writeJSON(w, http.StatusOK, s.dto(child))
+}
+
+// vmStarted answers as Daytona does when sb cannot be paused or forked:
+// 422 for a class that cannot, 400 for a sandbox that is not started.
+func (s *Server) vmStarted(w http.ResponseWriter, sb *sandbox, doing, do string) bool {
+	switch {
+	case sb.SandboxClass != classLinuxVM && sb.SandboxClass != classWindows:
+		writeError(w, http.StatusUnprocessableEntity, doing+" is not supported for this sandbox")
+		return false
+	case sb.State != stateStarted:
+		writeError(w, http.StatusBadRequest, "Sandbox must be in started state to "+do)
+		return false
+	}
+	return true
 }
 
 func (s *Server) interval(set func(*sandbox, int)) func(http.ResponseWriter, *http.Request, *sandbox) {

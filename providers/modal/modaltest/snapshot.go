@@ -17,11 +17,8 @@ import (
 // client names each snapshot (snapshot_id): a retried request gets the
 // image the first one made.
 func (r *router) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSnapshotFilesystemRequest) (*pb.TaskSnapshotFilesystemResponse, error) {
-	sb, err := r.s.sandboxByTask(req.GetTaskId())
+	sb, err := r.task(ctx, req.GetTaskId())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRouterAuth(ctx, sb); err != nil {
 		return nil, err
 	}
 	switch {
