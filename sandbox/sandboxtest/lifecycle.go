@@ -20,6 +20,7 @@ var lifecycleCases = []testCase{
 	{name: "set-timeout-expires", run: testSetTimeout},
 	{name: "optional-features", run: testOptionalFeatures},
 	{name: "fork", run: testFork},
+	{name: "snapshot-restore", run: testSnapshot},
 	{name: "invalid-spec", run: testInvalidSpec},
 	{name: "unsupported-network", run: testUnsupportedNetwork},
 }

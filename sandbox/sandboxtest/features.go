@@ -42,3 +42,31 @@ func testFork(t *testing.T, h Harness) {
 		t.Fatalf("the source after a write in the fork: %q %v", got, err)
 	}
 }
+
+// testSnapshot: with Capabilities.Snapshot a sandbox made from a snapshot
+// holds the files written before it, not those written after; without it
+// Snapshot is NotSupported (testOptionalFeatures).
+func testSnapshot(t *testing.T, h Harness) {
+	ctx, p, sb := fresh(t, h)
+	if !p.Capabilities().Snapshot {
+		t.Skip("the provider has no snapshots (optional-features checks the refusal)")
+	}
+	dir := workDir(t, ctx, sb)
+	if err := sb.WriteFile(ctx, dir+"/kept", []byte("before"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	img, err := sb.Snapshot(ctx)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if err := sb.WriteFile(ctx, dir+"/later", []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restored := create(t, h, p, func(s *sandbox.Spec) { s.Image, s.Build = img, nil })
+	if got, err := restored.ReadFile(ctx, dir+"/kept"); err != nil || string(got) != "before" {
+		t.Fatalf("the file written before the snapshot: %q %v", got, err)
+	}
+	if _, err := restored.Stat(ctx, dir+"/later"); sandbox.ClassOf(err) != sandbox.NotFound {
+		t.Errorf("a file written after the snapshot: %v, want NotFound", err)
+	}
+}
