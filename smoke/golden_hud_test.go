@@ -4,9 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/internal/testbin"
@@ -17,7 +15,6 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/serve"
 	"github.com/berth-sh/berth/serve/apikeys"
-	"github.com/berth-sh/berth/smoke"
 )
 
 // TestGoldenHUD is the golden test's hud case on every registry entry:
@@ -30,39 +27,9 @@ func TestGoldenHUD(t *testing.T) {
 	osEnv := registry.OSEnviron()
 	for _, e := range reg.Entries() {
 		t.Run(e.Name, func(t *testing.T) {
-			var env registry.Environ
-			switch e.Name {
-			case "local":
-				env = localEnv(t, osEnv)
-			case "e2b":
-				env = e2bThroughServe(t)
-			case "daytona":
-				env = daytonaInProcess(t)
-			case "modal":
-				env = modalInProcess(t)
-			default:
-				if ok, _ := e.Available(osEnv); !ok {
-					t.Skipf("no %s credential here; provision it with: %s", e.Name, e.Credential.ProvisionHint)
-				}
-				env = osEnv
-			}
-			for _, c := range []struct {
-				agent string
-				pass  bool
-			}{{"golden", true}, {"nop", false}} {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-				rep, err := smoke.Run(ctx, smoke.Options{Connector: "hud", Backend: e.Name, Agent: c.agent, Registry: reg, Env: env}, nil)
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out strings.Builder
-				rep.Print(&out)
-				if rep.Pass != c.pass || rep.ExitStatus != smoke.Submitted || (!c.pass && rep.Reward != 0) {
-					t.Fatalf("%s through hud on %s:\n%s", c.agent, e.Name, out.String())
-				}
-				t.Logf("\n%s", out.String())
-			}
+			env := offlineEnv(t, e, osEnv)
+			golden(t, reg, "hud", e.Name, env, "golden", true)
+			golden(t, reg, "hud", e.Name, env, "nop", false)
 		})
 	}
 }

@@ -14,9 +14,18 @@ import (
 )
 
 // TestGolden is the golden test: the golden episode on every registry
-// entry. A provider whose credential is not available here is skipped with
-// the command that provisions it; local needs no credential and always
-// runs where berth can run it (root, runc).
+// entry, through each connector. For the harbor connector a provider whose
+// credential is not available here is skipped with the command that
+// provisions it; local needs no credential and always runs where berth can
+// run it (root, runc).
+//
+// The openenv connector (hosted: berth's OpenEnv server outside the
+// sandbox, one sandbox per session) runs on every entry offline: local for
+// real, e2b through an in-process `berth serve` over local, daytona and
+// modal against their in-process servers (daytonatest, modaltest). An entry
+// with no offline server runs when its credential is available and is
+// skipped otherwise. Each openenv case also checks that nop fails with
+// reward 0 and that no sandbox is left.
 func TestGolden(t *testing.T) {
 	reg := builtin.Registry()
 	osEnv := registry.OSEnviron()
@@ -29,20 +38,54 @@ func TestGolden(t *testing.T) {
 			if e.Name == "local" {
 				env = localEnv(t, osEnv)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			rep, err := smoke.Run(ctx, smoke.Options{Connector: "harbor", Backend: e.Name, Registry: reg, Env: env}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			rep.Print(&out)
-			if !rep.Pass {
-				t.Fatalf("golden episode on %s failed:\n%s", e.Name, out.String())
-			}
-			t.Logf("\n%s", out.String())
+			golden(t, reg, "harbor", e.Name, env, "golden", true)
 		})
 	}
+	for _, e := range reg.Entries() {
+		t.Run("openenv/"+e.Name, func(t *testing.T) {
+			env := offlineEnv(t, e, osEnv)
+			golden(t, reg, "openenv", e.Name, env, "golden", true)
+			golden(t, reg, "openenv", e.Name, env, "nop", false)
+		})
+	}
+}
+
+func golden(t *testing.T, reg *registry.Registry, connector, backend string, env registry.Environ, agent string, pass bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := smoke.Run(ctx, smoke.Options{Connector: connector, Backend: backend, Agent: agent, Registry: reg, Env: env}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	if rep.Pass != pass || rep.ExitStatus != smoke.Submitted || (!pass && rep.Reward != 0) {
+		t.Fatalf("%s episode (%s) on %s:\n%s", agent, connector, backend, out.String())
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// offlineEnv is the environment that points entry e at an in-process
+// server started for the test (local itself, e2b through berth serve over
+// local, daytonatest, modaltest); an entry with none runs on its real
+// service where its credential is available and is skipped otherwise.
+func offlineEnv(t *testing.T, e registry.Entry, osEnv registry.Environ) registry.Environ {
+	t.Helper()
+	switch e.Name {
+	case "local":
+		return localEnv(t, osEnv)
+	case "e2b":
+		return e2bThroughServe(t)
+	case "daytona":
+		return daytonaInProcess(t)
+	case "modal":
+		return modalInProcess(t)
+	}
+	if ok, _ := e.Available(osEnv); !ok {
+		t.Skipf("no %s credential here; provision it with: %s", e.Name, e.Credential.ProvisionHint)
+	}
+	return osEnv
 }
 
 // localEnv points the local entry at a state dir and a static agent of the

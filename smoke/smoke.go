@@ -27,13 +27,13 @@ var builtinTask embed.FS
 var connectors = map[string]string{
 	"harbor":  "",
 	"hud":     "",
-	"openenv": "the openenv connector is not built yet; use --connector harbor",
+	"openenv": "",
 	"nemogym": "the nemogym connector is not built yet; use --connector harbor",
 }
 
 // Options configure a smoke run.
 type Options struct {
-	Connector string // "harbor" or "hud"
+	Connector string // "harbor", "openenv" or "hud"
 	Backend   string // registry name
 	TaskDir   string // "" runs the built-in task
 	Agent     string // "golden" (oracle) or "nop"
@@ -88,10 +88,11 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // pulls and builds) and may be nil. A FAIL is a Report with Pass false, not an
 // error; errors are for episodes that could not be attempted.
 func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
+	o.Connector = strings.ToLower(o.Connector)
 	if o.Connector == "" {
 		o.Connector = "harbor"
 	}
-	msg, ok := connectors[strings.ToLower(o.Connector)]
+	msg, ok := connectors[o.Connector]
 	if !ok {
 		return nil, &UsageError{fmt.Errorf("unknown connector %q (known: harbor, hud, nemogym, openenv)", o.Connector)}
 	}
@@ -125,7 +126,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
 		return nil, &UsageError{err}
 	}
 
-	if strings.EqualFold(o.Connector, "hud") {
+	switch o.Connector {
+	case "openenv":
+		return runOpenEnv(ctx, o, entry, prov, t)
+	case "hud":
 		return runHUD(ctx, o, entry, prov, t, log), nil
 	}
 	dir := o.ResultsDir
@@ -167,14 +171,23 @@ func loadTask(dir, defaultImage string) (*task.Task, func(), error) {
 	for _, s := range []string{"solution/solve.sh", "tests/test.sh"} {
 		_ = os.Chmod(filepath.Join(tmp, s), 0o755)
 	}
-	t := task.Load(tmp)
 	if defaultImage == "" {
 		cleanup()
 		return nil, nil, fmt.Errorf("the backend names no default image; pass --task with a task that sets environment.docker_image")
 	}
-	t.Image = defaultImage
-	t.Problems = nil // the built-in task's only gap is the image, filled above
-	return t, cleanup, nil
+	// The image goes into the copy's task.toml, so that what loads the task
+	// from disk (the openenv connector's server) sees it too.
+	tomlPath := filepath.Join(tmp, "task.toml")
+	b, err := os.ReadFile(tomlPath)
+	if err == nil {
+		b = []byte(strings.Replace(string(b), "[environment]\n", fmt.Sprintf("[environment]\ndocker_image = %q\n", defaultImage), 1))
+		err = os.WriteFile(tomlPath, b, 0o644)
+	}
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return task.Load(tmp), cleanup, nil
 }
 
 func report(o Options, backend string, t *task.Task, r *trial.Result) *Report {

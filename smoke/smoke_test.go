@@ -55,7 +55,7 @@ func TestNopFails(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	reg := harbortest.Registry(t, nil)
 	for _, o := range []smoke.Options{
-		{Connector: "openenv", Backend: "fake"},
+		{Connector: "nemogym", Backend: "fake"},
 		{Connector: "harbor", Backend: "nosuch"},
 		{Connector: "harbor", Backend: "fake", Agent: "gpt-9"},
 		{Connector: "harbor", Backend: "fake", TaskDir: t.TempDir()},
@@ -67,8 +67,40 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%+v: err = %v, want a usage error", o, err)
 		}
 	}
-	_, err := smoke.Run(context.Background(), smoke.Options{Connector: "openenv", Backend: "fake", Registry: reg}, nil)
-	if err == nil || !strings.Contains(err.Error(), "openenv connector is not built yet") {
-		t.Errorf("openenv: %v", err)
+	_, err := smoke.Run(context.Background(), smoke.Options{Connector: "nemogym", Backend: "fake", Registry: reg}, nil)
+	if err == nil || !strings.Contains(err.Error(), "nemogym connector is not built yet") {
+		t.Errorf("nemogym: %v", err)
+	}
+}
+
+// The openenv connector's golden episode on the fake provider: the same
+// five phases through the protocol; nop fails with reward 0.
+func TestOpenEnvConnectorOnFake(t *testing.T) {
+	reg := harbortest.Registry(t, nil)
+	for _, c := range []struct {
+		agent string
+		pass  bool
+	}{{"golden", true}, {"nop", false}} {
+		rep, err := smoke.Run(context.Background(), smoke.Options{Connector: "openenv", Backend: "fake", Agent: c.agent, Registry: reg, Env: harbortest.Env(t)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		rep.Print(&out)
+		if rep.Pass != c.pass || rep.ExitStatus != smoke.Submitted || (c.pass && rep.Reward != 1) || (!c.pass && rep.Reward != 0) || rep.SandboxID == "" {
+			t.Fatalf("%s:\n%s", c.agent, out.String())
+		}
+		if len(rep.Phases) != 5 {
+			t.Fatalf("phases: %+v", rep.Phases)
+		}
+		for _, p := range rep.Phases {
+			if !p.Ran {
+				t.Errorf("%s: phase %s did not run", c.agent, p.Name)
+			}
+		}
+		if !strings.Contains(out.String(), "connector openenv, backend fake") {
+			t.Errorf("report:\n%s", out.String())
+		}
+		t.Logf("\n%s", out.String())
 	}
 }

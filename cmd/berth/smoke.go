@@ -14,11 +14,17 @@ func (a *app) smokeCmd() *cobra.Command {
 	o := smoke.Options{}
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "smoke --connector harbor|hud [--backend NAME] [--task DIR] [--agent golden|nop] [--json]",
+		Use:   "smoke --connector harbor|openenv|hud [--backend NAME] [--task DIR] [--agent golden|nop] [--json]",
 		Short: "Run the golden episode on one provider: PASS or FAIL in seconds",
 		Long: `Run one task end to end on one provider through five timed phases: image
 resolution, sandbox create, exec (the agent), verifier, teardown. The golden
 agent runs the task's own solution, so a healthy provider scores reward 1.0.
+
+--connector harbor runs the task as a Harbor trial; --connector openenv runs
+it through the OpenEnv protocol against berth's hosted tbench2 server, in
+process: reset creates the sandbox, the solution is pushed in base64 chunks
+and run through exec actions, evaluate runs the verifier, close deletes the
+sandbox. The five phases and the exit status are the same.
 
 Without --task, a small built-in task runs on the provider's default image; it
 needs nothing but a shell. On the local provider that image is built offline
@@ -32,6 +38,7 @@ usage or credential errors.`,
 		Example: `  berth smoke --connector harbor --backend local
   berth smoke --connector harbor --backend e2b --task ./tasks/fix-git
   berth smoke --connector harbor --backend local --agent nop   # must FAIL
+  berth smoke --connector openenv --backend local
   berth smoke --connector hud --backend local`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -57,7 +64,7 @@ usage or credential errors.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Connector, "connector", "harbor", "harbor (the task run by the runner) or hud (the episode through HUD's protocol: MCP bash tool over a tunnel, tasks.grade); openenv and nemogym are not built yet")
+	f.StringVar(&o.Connector, "connector", "harbor", "harbor (the task run by the runner), openenv (the episode through the OpenEnv protocol: berth's tbench2 server, exec actions, evaluate) or hud (the episode through HUD's protocol: MCP bash tool over a tunnel, tasks.grade); nemogym is not built yet")
 	a.backendFlag(cmd, &o.Backend)
 	f.StringVar(&o.TaskDir, "task", "", "task directory; default: the built-in task")
 	f.StringVar(&o.Agent, "agent", "golden", "golden (the task's solution) or nop (does nothing; must FAIL)")

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/benchstat"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
@@ -31,7 +32,7 @@ import (
 // ahead); unset, the local entry's default applies (2).
 func BenchmarkJobLocal(b *testing.B) {
 	testbin.NeedLocal(b)
-	trials, conc := envInt("BERTH_BENCH_TRIALS", 1000), envInt("BERTH_BENCH_CONCURRENCY", 32)
+	trials, conc := benchstat.EnvInt("BERTH_BENCH_TRIALS", 1000), benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 32)
 	bin, err := testbin.Berth()
 	if err != nil {
 		b.Fatal(err)
@@ -73,10 +74,10 @@ func BenchmarkJobLocal(b *testing.B) {
 		over := overheads(b, filepath.Join(jobs, "bench"))
 		b.ReportMetric(wall.Seconds(), "s/job")
 		b.ReportMetric(float64(wall.Milliseconds())/float64(trials), "ms-wall/trial")
-		b.ReportMetric(pct(over, 0.50), "ms-overhead-p50")
-		b.ReportMetric(pct(over, 0.95), "ms-overhead-p95")
+		b.ReportMetric(benchstat.Percentile(over, 0.50), "ms-overhead-p50")
+		b.ReportMetric(benchstat.Percentile(over, 0.95), "ms-overhead-p95")
 		b.Logf("%d trials at -n %d: %.1f s; berth's time per trial p50 %.1f ms, p95 %.1f ms; phases %+v",
-			trials, conc, wall.Seconds(), pct(over, 0.5), pct(over, 0.95), sum.Phases)
+			trials, conc, wall.Seconds(), benchstat.Percentile(over, 0.5), benchstat.Percentile(over, 0.95), sum.Phases)
 	}
 }
 
@@ -109,21 +110,6 @@ func cmdTime(p string) time.Duration {
 		return 0
 	}
 	return time.Duration(e - s)
-}
-
-func pct(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(float64(len(sorted)-1)*q+0.5)]
-}
-
-func envInt(name string, def int) int {
-	var v int
-	if _, err := fmt.Sscan(os.Getenv(name), &v); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 func writeTrivialTask(b *testing.B, dir string) {

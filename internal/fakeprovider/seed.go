@@ -8,13 +8,14 @@ import (
 )
 
 // applets are the busybox commands a chrooted fake sandbox offers: what
-// task scripts and the conformance suite use.
+// task scripts, the conformance suite and the OpenEnv golden push (base64,
+// gzip) use.
 var applets = []string{
 	"sh", "ash", "cat", "echo", "printf", "mkdir", "chmod", "chown", "ls", "rm", "rmdir", "cp", "mv",
 	"ln", "touch", "sleep", "head", "tail", "dd", "tar", "env", "pwd", "wc", "kill", "grep", "sed",
 	"test", "[", "true", "false", "id", "uname", "date", "tr", "cut", "sort", "yes", "seq", "find",
 	"stat", "readlink", "basename", "dirname", "mktemp", "xargs", "awk", "diff", "cmp", "tee", "md5sum",
-	"sha256sum", "hostname", "ps", "which", "timeout",
+	"sha256sum", "hostname", "ps", "which", "timeout", "base64", "gzip",
 }
 
 // seedRoot lays a minimal root in dir: /bin/busybox and its applets,
