@@ -57,7 +57,6 @@ type sandboxDTO struct {
 	AutoStopInterval   *int              `json:"autoStopInterval"`
 	AutoDeleteInterval *int              `json:"autoDeleteInterval"`
 	AutoDestroyAt      string            `json:"autoDestroyAt"`
-	SandboxClass       string            `json:"sandboxClass"`
 	CreatedAt          string            `json:"createdAt"`
 	UpdatedAt          string            `json:"updatedAt"`
 	LastActivityAt     string            `json:"lastActivityAt"`

@@ -370,7 +370,7 @@ func (pr *process) readLog(d *demux) error {
 
 // maxLogJSON bounds a whole command log read as JSON, which is held in
 // memory; the stream is the way for output larger than that.
-const maxLogJSON = 256 << 20
+const maxLogJSON = 64 << 20
 
 // feedStdin sends r to the command in base64 lines and then the end mark.
 // It stops early when the command has ended.

@@ -132,6 +132,7 @@ type sandbox struct {
 	destroyAt  time.Time // the TTL's deadline; zero without one
 	parent     string    // the sandbox this one was forked from
 	authToken  string    // the preview token
+	history    []string  // its states, as create and advance set them
 	sessions   map[string]*session
 }
 
@@ -293,6 +294,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sb.State = steps[0]
+	sb.history = []string{sb.State}
 	s.sandboxes[sb.ID] = sb
 	s.advance(sb, steps[1:], final, func(sb *sandbox) {
 		if sb.State == stateBuildFailed {

@@ -169,6 +169,7 @@ func (s *Server) advance(sb *sandbox, steps []string, final string, done func(*s
 				return
 			}
 			sb.State, expect = next, next
+			sb.history = append(sb.history, next)
 			sb.UpdatedAt = stamp(time.Now())
 			if next == final {
 				if final == stateStopped {

@@ -282,6 +282,19 @@ func (s *Server) Sandbox(idOrName string) (Sandbox, bool) {
 	return s.dto(sb), true
 }
 
+// History returns the states a created sandbox has been through, for
+// tests that cannot count on seeing a short-lived one: its first and those
+// the server moved it to (a call that sets a state directly, such as a
+// stop, shows in the states that follow it).
+func (s *Server) History(idOrName string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.find(idOrName); sb != nil {
+		return append([]string(nil), sb.history...)
+	}
+	return nil
+}
+
 // State returns the state of a sandbox, "" when there is none.
 func (s *Server) State(id string) string {
 	s.mu.Lock()

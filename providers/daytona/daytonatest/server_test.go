@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,8 +140,10 @@ func TestStatesAndRefusals(t *testing.T) {
 	if json.Unmarshal(body, &sb); code != http.StatusOK || sb.State != "pending_build" {
 		t.Fatalf("create from an image: %d %s, want pending_build", code, body)
 	}
-	waitState(t, srv, sb.ID, "building_snapshot")
 	waitState(t, srv, sb.ID, "started")
+	if h := srv.History(sb.ID); !slices.Equal(h, []string{"pending_build", "building_snapshot", "creating", "started"}) {
+		t.Errorf("states of a build: %v", h)
+	}
 
 	code, body = api(t, srv, "POST", srv.URL()+"/sandbox", key, map[string]any{"disk": 2}, nil)
 	if code != http.StatusBadRequest || !strings.Contains(string(body), "Total disk limit exceeded. Maximum allowed: 4GiB.") {
