@@ -16,5 +16,21 @@
 // sandboxes per key (429 with Retry-After), bounds bodies (413), exposes
 // Prometheus metrics at /metrics and logs with slog, never a key or token.
 //
+// The same listener serves OpenSandbox's lifecycle and execd APIs
+// (alibaba/OpenSandbox specs), which NeMo Gym's opensandbox provider and
+// the OpenSandbox SDKs speak: POST/GET /v1/sandboxes, GET and DELETE
+// /v1/sandboxes/{id}, the endpoint lookup (always this server's proxy path
+// /sandboxes/{id}/proxy/{port}, for execd's port 44772 and the egress port
+// 18080), and behind that path package opensandbox's execd over the
+// sandbox API, for every provider. A separate listener was not needed: the
+// OpenSandbox routes (/v1/..., /sandboxes/{id}/proxy/...) are paths the
+// E2B API does not have, so one address, one key file, one per-key pool of
+// sandboxes and one TTL enforcement serve both, and a client's
+// OPENSANDBOX_DOMAIN is the host:port of its E2B_API_URL. The lifecycle
+// authenticates by OPEN-SANDBOX-API-KEY; the proxy path by the sandbox's
+// execd token (X-EXECD-ACCESS-TOKEN, handed out by the endpoint lookup) or
+// the owning key. Creates answer 202 at once when the provider is slow
+// (Pending, then Running or Failed), as upstream's do.
+//
 // Importers: cmd/berth (the serve verb).
 package serve

@@ -65,6 +65,8 @@ type Options struct {
 	// unless a client says otherwise) gets a public network where the
 	// provider has one, and none where it does not.
 	DenyInternet bool
+	// OpenSandbox configures the OpenSandbox API served beside the E2B API.
+	OpenSandbox OpenSandboxOptions
 	// KeepOnClose leaves the server's sandboxes running at Close (their
 	// provider-side TTL still ends them); by default Close deletes them.
 	KeepOnClose bool

@@ -48,15 +48,9 @@ func (u usage) over(maxN int, ceil sandbox.Resources) string {
 	return ""
 }
 
-// fillResources applies DefaultResources to the zero fields of r, and the
-// key ceiling's zero fields become max sandboxes times the sandbox's (so
-// that by default only the count binds).
-func fillResources(r, ceil sandbox.Resources, maxN int) (sandbox.Resources, sandbox.Resources, error) {
-	if r.CPUs < 0 || r.MemoryMB < 0 || r.StorageMB < 0 || r.PIDs < 0 || r.GPUs != 0 ||
-		ceil.CPUs < 0 || ceil.MemoryMB < 0 || ceil.StorageMB < 0 || ceil.PIDs < 0 {
-		return r, ceil, sandbox.Errorf(sandbox.InvalidArgument, "serve: resources and key ceilings must be positive (and no GPUs): %+v, %+v", r, ceil)
-	}
-	d := DefaultResources
+// defaulted is r with its zero cpus, memory, disk and pids taken from d,
+// as hard limits.
+func defaulted(r, d sandbox.Resources) sandbox.Resources {
 	if r.CPUs == 0 {
 		r.CPUs = d.CPUs
 	}
@@ -70,6 +64,18 @@ func fillResources(r, ceil sandbox.Resources, maxN int) (sandbox.Resources, sand
 		r.PIDs = d.PIDs
 	}
 	r.Limits = true
+	return r
+}
+
+// fillResources applies DefaultResources to the zero fields of r, and the
+// key ceiling's zero fields become max sandboxes times the sandbox's (so
+// that by default only the count binds).
+func fillResources(r, ceil sandbox.Resources, maxN int) (sandbox.Resources, sandbox.Resources, error) {
+	if r.CPUs < 0 || r.MemoryMB < 0 || r.StorageMB < 0 || r.PIDs < 0 || r.GPUs != 0 ||
+		ceil.CPUs < 0 || ceil.MemoryMB < 0 || ceil.StorageMB < 0 || ceil.PIDs < 0 {
+		return r, ceil, sandbox.Errorf(sandbox.InvalidArgument, "serve: resources and key ceilings must be positive (and no GPUs): %+v, %+v", r, ceil)
+	}
+	r = defaulted(r, DefaultResources)
 	if ceil.CPUs == 0 {
 		ceil.CPUs = float64(maxN) * r.CPUs
 	}

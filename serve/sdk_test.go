@@ -48,22 +48,27 @@ func nodeSDK(t testing.TB) string {
 // runSDK runs scenario.mjs in mode with one SDK against e.
 func (e *testEnv) runSDK(node, sdk, mode string, extra ...string) string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "scenario.mjs", mode)
-	cmd.Dir = sdkDir
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + e.t.TempDir(),
+	return e.runScenario(node, sdkDir, sdk, mode, append([]string{
 		"SDK=" + sdk,
 		"E2B_API_URL=" + e.url,
 		"E2B_SANDBOX_URL=" + e.url,
 		"E2B_DOMAIN=localhost",
 		"E2B_API_KEY=" + testKey,
-	}, extra...)
+	}, extra...))
+}
+
+// runScenario runs dir/scenario.mjs in mode with env (and PATH and a HOME
+// of its own), failing the test with its output when it fails.
+func (e *testEnv) runScenario(node, dir, name, mode string, env []string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "scenario.mjs", mode)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.t.TempDir()}, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		e.t.Fatalf("%s scenario (%s): %v\n%s", sdk, mode, err, out)
+		e.t.Fatalf("%s scenario (%s): %v\n%s", name, mode, err, out)
 	}
 	return string(out)
 }
@@ -98,7 +103,7 @@ func TestSDKScenario(t *testing.T) {
 
 func sdkScenario(t *testing.T, node, sdk string, e *testEnv) {
 	out := e.runSDK(node, sdk, "scenario")
-	for _, want := range []string{
+	e.checkScenario(out,
 		"ok create with metadata and envs",
 		"ok commands.run streams stdout and stderr to callbacks",
 		"ok non-zero exit is CommandExitError",
@@ -110,15 +115,7 @@ func sdkScenario(t *testing.T, node, sdk string, e *testEnv) {
 		"ok setTimeout shortens life; gone after",
 		"ok connect from a second client",
 		"ok kill; kill of an unknown id is false",
-		"PASS",
-	} {
-		if !strings.Contains(out, want+"\n") {
-			t.Fatalf("no %q in the scenario's output:\n%s", want, out)
-		}
-	}
-	if n := e.s.st.live(); n != 0 {
-		t.Fatalf("%d sandboxes left after the scenario", n)
-	}
+	)
 	// Killed and timed-out sandboxes are gone from the provider too, not
 	// only from the server's table.
 	if infos, err := e.p.List(context.Background(), nil); err != nil || len(infos) != 0 {
@@ -134,6 +131,20 @@ func sdkScenario(t *testing.T, node, sdk string, e *testEnv) {
 		if !routes[want] {
 			t.Fatalf("%s did not use %s: %v", sdk, want, routes)
 		}
+	}
+}
+
+// checkScenario fails the test unless out has each of lines and PASS, and
+// the server holds no sandbox after the scenario.
+func (e *testEnv) checkScenario(out string, lines ...string) {
+	e.t.Helper()
+	for _, want := range append(lines, "PASS") {
+		if !strings.Contains(out, want+"\n") {
+			e.t.Fatalf("no %q in the scenario's output:\n%s", want, out)
+		}
+	}
+	if n := e.s.st.live(); n != 0 {
+		e.t.Fatalf("%d sandboxes left after the scenario", n)
 	}
 }
 

@@ -25,6 +25,7 @@ type Server struct {
 	m       *metrics
 	control http.Handler
 	data    http.Handler
+	osb     *osbServer // nil when the OpenSandbox API is off
 	caps    sandbox.Capabilities
 
 	closeOnce sync.Once
@@ -44,6 +45,9 @@ func New(opts Options) (*Server, error) {
 	s.routes(mux)
 	s.control = s.observe("control", controlRoute, mux)
 	s.data = s.observe("data", envdRoute, http.HandlerFunc(s.serveData))
+	if !opts.OpenSandbox.Disabled {
+		s.osb = newOSB(s)
+	}
 	return s, nil
 }
 
@@ -52,6 +56,10 @@ func New(opts Options) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.isData(r) {
 		s.data.ServeHTTP(w, r)
+		return
+	}
+	if s.osb != nil && s.osb.match(r) {
+		s.osb.ServeHTTP(w, r)
 		return
 	}
 	s.control.ServeHTTP(w, r)
@@ -78,6 +86,9 @@ func (s *Server) isData(r *http.Request) bool {
 // their timers. Call it after the http.Server has stopped taking calls.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.osb != nil {
+			s.osb.close() // creates in flight delete what they made
+		}
 		ids := s.st.closeAll()
 		var wg sync.WaitGroup
 		for _, id := range ids {

@@ -34,6 +34,11 @@ func (c *Client) SessionURL(id string) string {
 	return strings.TrimRight(c.BaseURL, "/") + "/sessions/" + id
 }
 
+// PolicyBaseURL is SessionURL with /v1: the OpenAI base URL a harness
+// that appends only /chat/completions (NeMo Gym's policy_base_url, used
+// verbatim) is given.
+func (c *Client) PolicyBaseURL(id string) string { return c.SessionURL(id) + "/v1" }
+
 func (c *Client) do(ctx context.Context, method, path string, body []byte, accept string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(body))
 	if err != nil {

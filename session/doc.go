@@ -7,7 +7,7 @@
 // that a Miles-style trainer can point at it:
 //
 //	GET    /health                              {"status":"ok","session_server_instance_id":...}
-//	POST   /sessions                            {"session_id": "<32 hex>"}
+//	POST   /sessions                            {"session_id": "<32 hex>", "base_url"?: external URL/sessions/<id>/v1}
 //	GET    /sessions/{id}                       records and metadata (accumulated ids, mismatches)
 //	DELETE /sessions/{id}                       204, after any in-flight turn's commit
 //	POST   /sessions/{id}/v1/chat/completions   a TITO-recorded turn

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,11 @@ type Options struct {
 	Keys       *apikeys.Keyring
 	InstanceID string
 	Logger     *slog.Logger
+	// ExternalURL is the base URL other hosts reach the server at (a Gym
+	// host, when the server listens on 0.0.0.0 behind a name); when set,
+	// POST /sessions also answers "base_url": ExternalURL/sessions/<id>/v1,
+	// an OpenAI base URL (policy_base_url) that clients use verbatim.
+	ExternalURL string
 
 	MaxBodyBytes     int64         // a request body (default 32 MiB)
 	MaxMessages      int           // messages in one request (default 4096)
@@ -45,6 +51,10 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if o.ExternalURL, err = ExternalURL(o.ExternalURL); err != nil {
+		return err
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 32 << 20
@@ -65,6 +75,19 @@ func (o *Options) defaults() error {
 		o.InstanceID = newID()
 	}
 	return nil
+}
+
+// ExternalURL checks a base URL given as Options.ExternalURL and returns it
+// without a trailing slash; "" stays "".
+func ExternalURL(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("session: external URL %q is not an http(s) base URL (scheme://host[:port][/prefix])", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
 }
 
 // Server is the session server.
@@ -187,7 +210,11 @@ func (s *Server) create(w http.ResponseWriter, _ *http.Request) {
 	}
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]string{"session_id": sess.id})
+	reply := map[string]string{"session_id": sess.id}
+	if s.opts.ExternalURL != "" {
+		reply["base_url"] = s.opts.ExternalURL + "/sessions/" + sess.id + "/v1"
+	}
+	writeJSON(w, http.StatusOK, reply)
 }
 
 // lookup finds a live session; it writes the 404 itself.

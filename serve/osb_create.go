@@ -1,0 +1,250 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/serve/opensandbox"
+)
+
+// osbSandbox is a sandbox of the OpenSandbox API: Pending while the
+// provider creates it, then Running (its record is in the server's store),
+// or Failed (kept a while so that GET says why).
+type osbSandbox struct {
+	id, keyID  string
+	token      string // the record's access token, handed out as execd's; a secret
+	image      string
+	entrypoint []string
+	metadata   map[string]string
+	extensions map[string]string
+	createdAt  time.Time
+	ttl        time.Duration
+	egress     *opensandbox.Egress
+	ready      chan struct{} // closed when it leaves Pending
+
+	mu         sync.Mutex
+	state      string
+	reason     string
+	message    string
+	transition time.Time
+	cancel     context.CancelFunc // of the create; nil once it ended
+	execd      *opensandbox.Execd
+}
+
+func (b *osbSandbox) snapshot() (state, reason, message string, at time.Time, execd *opensandbox.Execd) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state, b.reason, b.message, b.transition, b.execd
+}
+
+// leave moves a Pending sandbox to state; false when it had left already.
+func (b *osbSandbox) leave(state, reason, message string, execd *opensandbox.Execd) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != opensandbox.StatePending {
+		return false
+	}
+	b.state, b.reason, b.message, b.transition, b.execd, b.cancel = state, reason, message, time.Now(), execd, nil
+	close(b.ready)
+	return true
+}
+
+// closers closes each, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// start accepts a create: the key's slot and resources are reserved (the
+// caller did), the sandbox is Pending, and the provider creates it in the
+// background, so that a slow image pull outlives no client's request
+// timeout.
+func (o *osbServer) start(keyID string, req *opensandbox.CreateRequest, c osbCreate, id string) *osbSandbox {
+	b := &osbSandbox{id: id, keyID: keyID, token: newToken(), image: c.image, entrypoint: req.Entrypoint,
+		metadata: maps.Clone(req.Metadata), extensions: maps.Clone(req.Extensions), createdAt: time.Now(), ttl: c.spec.TTL,
+		egress: opensandbox.NewEgress(c.policy, c.policyMode), ready: make(chan struct{}),
+		state: opensandbox.StatePending, reason: "provisioning", message: "the provider is creating the sandbox"}
+	b.transition = b.createdAt
+	ctx, cancel := context.WithCancel(o.life)
+	b.cancel = cancel
+	o.mu.Lock()
+	o.byID[id] = b
+	o.mu.Unlock()
+	o.wg.Go(func() {
+		defer cancel()
+		o.provision(ctx, b, c)
+	})
+	return b
+}
+
+// provision runs in the background: the provider's create, the data planes,
+// then the record goes live. Whatever fails on the way deletes what was
+// made and leaves the sandbox Failed.
+func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
+	s := o.s
+	sb, err := s.p.Create(ctx, c.spec)
+	if err != nil {
+		s.st.release(b.keyID, c.spec.Resources)
+		s.m.creates.WithLabelValues("failed").Inc()
+		s.log.Warn("opensandbox create failed", "sandbox", b.id, "key", b.keyID, "image", c.spec.Image, "error", err)
+		o.fail(b, "provision_failed", "creating the sandbox: "+err.Error())
+		return
+	}
+	rec := &record{id: b.id, keyID: b.keyID, token: b.token, image: c.spec.Image, metadata: maps.Clone(b.metadata),
+		internet: c.spec.Network.Mode == sandbox.NetworkPublic, startedAt: b.createdAt, sb: sb, resources: c.spec.Resources}
+	if rec.metadata == nil {
+		rec.metadata = map[string]string{}
+	}
+	if err := s.attachPlane(ctx, rec); err != nil {
+		s.abandon(rec)
+		o.fail(b, "provision_failed", "setting up the sandbox's data plane: "+err.Error())
+		return
+	}
+	execd := opensandbox.New(sb, opensandbox.Options{HomeDir: s.opts.HomeDir, MaxUploadBytes: s.opts.MaxUploadBytes,
+		MaxBodyBytes: s.opts.MaxBodyBytes, OnExec: func() { s.m.execs.Inc() }, Logger: s.log})
+	// The record's closer ends execd and forgets the OpenSandbox sandbox,
+	// whichever way the record goes: DELETE, its TTL, the E2B API, Close.
+	rec.close = closers{rec.close, execd, closerFunc(func() error {
+		if st, _, _, _, _ := b.snapshot(); st == opensandbox.StateRunning {
+			o.forget(b) // a failed create keeps b, Failed
+		}
+		return nil
+	})}
+	if !keepAlive(b.entrypoint) {
+		if _, err := execd.Start(b.entrypoint, nil); err != nil {
+			s.abandon(rec)
+			o.fail(b, "entrypoint_failed", "starting the entrypoint: "+err.Error())
+			return
+		}
+	}
+	left := b.ttl - time.Since(b.createdAt)
+	if left <= 0 {
+		s.abandon(rec)
+		o.fail(b, "ttl_expiry", "the sandbox's timeout passed before it was created")
+		return
+	}
+	s.arm(rec, left)
+	// A DELETE while Pending has removed b; the record must not go live.
+	o.mu.Lock()
+	live := o.byID[b.id] == b && b.leave(opensandbox.StateRunning, "ready", "", execd)
+	if live && !s.st.add(rec) {
+		live = false
+	}
+	o.mu.Unlock()
+	if !live {
+		s.abandon(rec)
+		o.fail(b, "user_delete", "the sandbox was deleted, or the server stopped, while it was created")
+		return
+	}
+	s.m.creates.WithLabelValues("ok").Inc()
+	s.log.Info("created sandbox", "api", "opensandbox", "sandbox", b.id, "backend_id", sb.ID(), "key", b.keyID,
+		"image", c.spec.Image, "ttl", b.ttl, "network", c.spec.Network.Mode, "duration", time.Since(b.createdAt))
+}
+
+// fail leaves b Failed and keeps it for failedKeep (at most as many failed
+// sandboxes per key as it may hold live ones), unless it was deleted.
+func (o *osbServer) fail(b *osbSandbox, reason, message string) {
+	if !b.leave(opensandbox.StateFailed, reason, message, nil) {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.byID[b.id] != b {
+		return
+	}
+	var oldest *osbSandbox
+	var oldestAt time.Time
+	n := 0
+	for _, x := range o.byID {
+		if st, _, _, at, _ := x.snapshot(); x.keyID == b.keyID && st == opensandbox.StateFailed {
+			n++
+			if oldest == nil || at.Before(oldestAt) {
+				oldest, oldestAt = x, at
+			}
+		}
+	}
+	if n > o.s.opts.MaxSandboxesPerKey {
+		delete(o.byID, oldest.id)
+	}
+	time.AfterFunc(failedKeep, func() { o.forget(b) })
+}
+
+// failedKeep is how long a Failed sandbox stays visible.
+const failedKeep = 10 * time.Minute
+
+// forget removes b from the API's table (if it is still b there).
+func (o *osbServer) forget(b *osbSandbox) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.byID[b.id] == b {
+		delete(o.byID, b.id)
+	}
+}
+
+// cancelPending removes a Pending sandbox and stops its create; false when
+// it is not Pending.
+func (o *osbServer) cancelPending(b *osbSandbox) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != opensandbox.StatePending || o.byID[b.id] != b {
+		return false
+	}
+	delete(o.byID, b.id)
+	if b.cancel != nil {
+		b.cancel()
+	}
+	return true
+}
+
+// waitReady waits up to d (and ctx) for b to leave Pending.
+func waitReady(ctx context.Context, b *osbSandbox, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// writeOSBClassed answers a failed lifecycle call with the status of the
+// error's class.
+func writeOSBClassed(w http.ResponseWriter, err error) {
+	status := sandbox.HTTPStatus(err)
+	code := opensandbox.CodeInternal
+	switch sandbox.ClassOf(err) {
+	case sandbox.InvalidArgument:
+		code = opensandbox.CodeInvalidParameter
+	case sandbox.NotSupported:
+		status, code = http.StatusBadRequest, opensandbox.CodeNotSupported
+	case sandbox.NotFound:
+		code = opensandbox.CodeNotFound
+	case sandbox.ResourceExhausted:
+		code = opensandbox.CodeQuota
+	case sandbox.Unavailable, sandbox.DeadlineExceeded:
+		code = opensandbox.CodeUnavailable
+	}
+	if d := sandbox.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", sandbox.RetryAfterHeader(d))
+	}
+	opensandbox.WriteError(w, status, code, err.Error())
+}

@@ -1,0 +1,164 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth/serve/opensandbox"
+)
+
+// anyImage lets OpenSandbox creates name any image, as a Gym deployment
+// that runs SWE-bench images per instance configures berth serve.
+func anyImage(o *Options) { o.OpenSandbox.Images = []string{"*"} }
+
+// backendImages are the images the OpenSandbox tests name per backend.
+var backendImages = map[string]string{"fake": "host", "local": bashImage}
+
+// TestOpenSandboxGymSequence replays the requests NeMo Gym's opensandbox
+// provider makes (nemo_gym/sandbox/providers/opensandbox/provider.py on
+// the OpenSandbox Python SDK, server-proxy mode, background exec), each
+// answered with the one status its generated client accepts: create with
+// resourceLimits 202, both endpoint lookups 200, the readiness ping 200,
+// the probe command as root (no uid) streaming its stdout, status 200, a
+// background exec submitted, polled to completion and its logs read, and
+// delete 204. It runs over the fake provider and the local provider.
+func TestOpenSandboxGymSequence(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			e := be.newEnv(t, anyImage)
+			gymSequence(t, e, backendImages[be.name])
+		})
+	}
+}
+
+func gymSequence(t *testing.T, e *testEnv, image string) {
+	// Sandbox.create: the SDK's body with Gym's resource map, attribution
+	// metadata and image-pull extensions; resourceRequests is a field
+	// berth does not use and must accept.
+	created := e.osbCreate(testKey, map[string]any{
+		"image":            map[string]any{"uri": image},
+		"entrypoint":       []string{"tail", "-f", "/dev/null"},
+		"env":              map[string]string{"GYM_ENV": "yes"},
+		"metadata":         map[string]string{"nemo-gym.nvidia.com/run": "run-1", "nemo-gym.nvidia.com/user": "alice"},
+		"timeout":          3600,
+		"resourceLimits":   map[string]string{"cpu": "2", "memory": "8192Mi"},
+		"resourceRequests": map[string]string{"cpu": "1", "memory": "4096Mi"},
+		"extensions":       map[string]string{"imagePullPolicy": "IfNotPresent", "opensandbox.extensions.image-pull-policy": "IfNotPresent"},
+		"secureAccess":     false,
+	})
+	id := created.ID
+	if created.Status.State != opensandbox.StateRunning || created.CreatedAt.IsZero() || created.ExpiresAt == nil ||
+		len(created.Entrypoint) != 3 || created.Image != nil {
+		t.Fatalf("create answer: %+v", created)
+	}
+	if d := time.Until(*created.ExpiresAt); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("expiresAt is %v away, want the timeout of 3600 s", d)
+	}
+	// Both lookups of Sandbox.create, then the provider's own.
+	execd, hdr := e.osbEndpoint(testKey, id, opensandbox.ExecdPort)
+	egress, _ := e.osbEndpoint(testKey, id, opensandbox.EgressPort)
+	if hdr[opensandbox.AccessTokenHeader] == "" {
+		t.Fatalf("the execd endpoint carries no access token: %v", hdr)
+	}
+	// In proxy mode Gym sends the API key with the endpoint's headers.
+	call := func(method, sub string, body any) response {
+		return e.execd(method, execd, hdr, testKey, sub, body)
+	}
+	if r := call("GET", "/ping", nil); r.status != http.StatusOK {
+		t.Fatalf("ping: %d %s", r.status, r.body)
+	}
+	if r := e.osbCall("GET", egress+"/policy", testKey, nil, nil); r.status != http.StatusOK {
+		t.Fatalf("egress policy: %d %s", r.status, r.body)
+	}
+	// The create probe: printf as root, which Gym runs without a uid.
+	r := call("POST", "/command", map[string]any{"command": "printf nemo-gym-sandbox-ready; echo $GYM_ENV >&2", "background": false, "timeout": 30000})
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("probe: %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	probe := digest(t, events(t, r.body))
+	if probe.stdout != "nemo-gym-sandbox-ready" || probe.stderr != "yes" || probe.exit == nil || *probe.exit != 0 || probe.id == "" {
+		t.Fatalf("probe result %+v from %s", probe, r.body)
+	}
+	// status(): GET /v1/sandboxes/{id}, which Gym maps case-insensitively.
+	var info opensandbox.Sandbox
+	if r := e.osbCall("GET", "/v1/sandboxes/"+id, testKey, nil, nil); r.status != http.StatusOK {
+		t.Fatalf("get: %d %s", r.status, r.body)
+	} else if r.json(t, &info); info.Status.State != opensandbox.StateRunning || info.Image == nil || info.Image.URI != image ||
+		info.Metadata["nemo-gym.nvidia.com/run"] != "run-1" {
+		t.Fatalf("get: %+v", info)
+	}
+	// _exec_background: submit, poll status until not running, read logs.
+	r = call("POST", "/command", map[string]any{"command": "echo out; echo err >&2; sleep 1; exit 3", "background": true,
+		"cwd": "/tmp", "envs": map[string]string{"X": "y"}, "timeout": 60000})
+	if r.status != http.StatusOK {
+		t.Fatalf("background submit: %d %s", r.status, r.body)
+	}
+	sub := digest(t, events(t, r.body))
+	if sub.id == "" || !sub.complete {
+		t.Fatalf("background submit must send init and execution_complete at once: %s", r.body)
+	}
+	var st opensandbox.CommandStatus
+	deadline := time.Now().Add(30 * time.Second)
+	for polls := 0; ; polls++ {
+		r := call("GET", "/command/status/"+sub.id, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("status: %d %s", r.status, r.body)
+		}
+		r.json(t, &st)
+		if !st.Running {
+			if polls == 0 {
+				t.Fatalf("a command sleeping 1 s was finished at the first poll: %+v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still running after 30 s: %+v", st)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if st.ExitCode == nil || *st.ExitCode != 3 || st.Error != "exit status 3" || st.FinishedAt == nil || st.ID != sub.id {
+		t.Fatalf("finished status: %+v", st)
+	}
+	r = call("GET", "/command/"+sub.id+"/logs", nil)
+	if r.status != http.StatusOK || string(r.body) != "out\nerr\n" {
+		t.Fatalf("logs: %d %q", r.status, r.body)
+	}
+	if cur := r.header.Get(opensandbox.TailCursorHeader); cur != strconv.Itoa(len("out\nerr\n")) {
+		t.Fatalf("tail cursor %q", cur)
+	}
+	// close(): kill, i.e. DELETE.
+	if r := e.osbCall("DELETE", "/v1/sandboxes/"+id, testKey, nil, nil); r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if r := e.osbCall("GET", "/v1/sandboxes/"+id, testKey, nil, nil); r.status != http.StatusNotFound {
+		t.Fatalf("get after delete: %d %s", r.status, r.body)
+	}
+	// Gym's close() reads a second delete's "not found" as already gone.
+	if r := e.osbCall("DELETE", "/v1/sandboxes/"+id, testKey, nil, nil); r.status != http.StatusNotFound || !containsAll(string(r.body), "sandbox", "not found") {
+		t.Fatalf("second delete: %d %s", r.status, r.body)
+	}
+	if r := call("GET", "/ping", nil); r.status != http.StatusNotFound && r.status != http.StatusUnauthorized {
+		t.Fatalf("ping after delete: %d %s", r.status, r.body)
+	}
+	if !e.backendGone(id) {
+		t.Fatal("the provider still has the sandbox")
+	}
+	eventually(t, "no sandboxes left", func() bool {
+		infos, err := e.p.List(context.Background(), nil)
+		return err == nil && len(infos) == 0
+	})
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
