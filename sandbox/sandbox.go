@@ -274,6 +274,28 @@ func (s *Sandbox) Snapshot(ctx context.Context) (string, error) {
 	return img, s.wrap(err, op)
 }
 
+// Fork makes a new sandbox holding a copy of this one, where the provider
+// can (Capabilities.Fork); elsewhere it is NotSupported. The caller owns
+// the new sandbox.
+func (s *Sandbox) Fork(ctx context.Context) (*Sandbox, error) {
+	const op = "fork"
+	end, err := s.begin(op)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	f, ok := s.d.(driver.Forker)
+	if !ok {
+		return nil, s.wrap(Errorf(NotSupported, "the %s provider cannot fork sandboxes", s.p.name), op)
+	}
+	d, err := f.Fork(ctx)
+	if err != nil {
+		return nil, s.wrap(err, op)
+	}
+	s.p.log.Debug("forked sandbox", "provider", s.p.name, "id", s.id, "fork", d.ID())
+	return newSandbox(s.p, d), nil
+}
+
 // Delete destroys the sandbox. It runs to completion even when ctx is
 // cancelled (bounded by a teardown timeout), because a teardown that stops
 // half way leaks the sandbox. A second Delete is NotFound.

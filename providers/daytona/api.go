@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -32,6 +33,8 @@ const (
 	stateArchiving   = "archiving"
 	statePaused      = "paused"
 	statePausing     = "pausing"
+	stateResuming    = "resuming"
+	stateForking     = "forking"
 )
 
 // gone reports whether a sandbox in this state is, for berth, deleted.
@@ -50,8 +53,10 @@ type sandboxDTO struct {
 	Labels             map[string]string `json:"labels"`
 	State              string            `json:"state"`
 	ErrorReason        string            `json:"errorReason"`
+	Disk               int               `json:"disk"`
 	AutoStopInterval   *int              `json:"autoStopInterval"`
 	AutoDeleteInterval *int              `json:"autoDeleteInterval"`
+	AutoDestroyAt      string            `json:"autoDestroyAt"`
 	CreatedAt          string            `json:"createdAt"`
 	UpdatedAt          string            `json:"updatedAt"`
 	LastActivityAt     string            `json:"lastActivityAt"`
@@ -77,6 +82,7 @@ type createRequest struct {
 	Disk               int               `json:"disk,omitempty"`
 	AutoStopInterval   int               `json:"autoStopInterval"`
 	AutoDeleteInterval int               `json:"autoDeleteInterval"`
+	TTLMinutes         int               `json:"ttlMinutes,omitempty"`
 }
 
 type buildInfo struct {
@@ -191,7 +197,9 @@ func (p *Provider) deleteByID(ctx context.Context, id string) error {
 				return errors.Join(err, serr)
 			}
 		}
-		if _, werr := p.waitState(ctx, id, settled); werr != nil {
+		// A sandbox on its way to started (starting, forking, resuming)
+		// is stopped on the next round.
+		if _, werr := p.waitState(ctx, id, func(s string) bool { return settled(s) || s == stateStarted }); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
@@ -269,12 +277,21 @@ func tailLines(s string, n, max int) string {
 // info turns a listed sandbox into the API's Info.
 func info(sb sandboxDTO) types.Info {
 	in := types.Info{ID: sb.ID, Image: sb.Snapshot, Labels: sb.Labels, State: sb.State}
-	if sb.BuildInfo != nil {
+	if img, ok := sb.Labels[ImageLabel]; ok {
+		in.Image = img
+		in.Labels = maps.Clone(sb.Labels)
+		delete(in.Labels, ImageLabel)
+	} else if sb.BuildInfo != nil {
 		if img, ok := strings.CutPrefix(strings.TrimSpace(sb.BuildInfo.DockerfileContent), "FROM "); ok && !strings.Contains(img, "\n") {
 			in.Image = strings.TrimSpace(img)
 		}
 	}
 	in.CreatedAt = parseTime(sb.CreatedAt)
+	if t := parseTime(sb.AutoDestroyAt); !t.IsZero() {
+		in.ExpiresAt = t // the TTL's deadline
+		return in
+	}
+	// Servers before the TTL: auto-stop, counted from the last activity.
 	if sb.AutoStopInterval != nil && *sb.AutoStopInterval > 0 && sb.State == stateStarted {
 		last := parseTime(sb.LastActivityAt)
 		if last.IsZero() {

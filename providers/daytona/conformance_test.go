@@ -76,15 +76,17 @@ func needCommands(t *testing.T) {
 }
 
 // TestConformance runs the shared suite against the driver and the
-// in-process server.
+// in-process server, on sandboxes of the linux-vm class, which can do all
+// the driver claims (containers cannot pause or fork; builds from images
+// are walked by TestSchema and the golden episode).
 func TestConformance(t *testing.T) {
 	needCommands(t)
-	srv := newServer(t, daytonatest.Options{})
+	srv := vmServer(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
 		Open: func(t *testing.T) *sandbox.Provider {
 			return sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 		},
-		Spec: func() sandbox.Spec { return sandbox.Spec{Image: "busybox:1.36"} },
+		Spec: func() sandbox.Spec { return sandbox.Spec{Image: daytona.SnapshotPrefix + vmSnapshot} },
 	})
 }
 
@@ -119,15 +121,7 @@ func TestGoldenEpisode(t *testing.T) {
 // DAYTONA_TEST_IMAGE the image (debian:bookworm-slim), and
 // DAYTONA_DISK_QUOTA_GB the account's disk quota (30, tier 1).
 func TestLive(t *testing.T) {
-	key := os.Getenv("DAYTONA_API_KEY")
-	if key == "" {
-		for _, e := range builtin.Entries() {
-			if e.Name == "daytona" {
-				t.Skipf("DAYTONA_API_KEY is not set; provision a key with: %s", e.Credential.ProvisionHint)
-			}
-		}
-		t.Skip("DAYTONA_API_KEY is not set")
-	}
+	key := liveKey(t)
 	image := os.Getenv("DAYTONA_TEST_IMAGE")
 	if image == "" {
 		image = "debian:bookworm-slim"

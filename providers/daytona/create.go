@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -20,6 +21,10 @@ import (
 // SnapshotPrefix marks a Spec.Image that names a Daytona snapshot rather
 // than an image to build.
 const SnapshotPrefix = "snapshot:"
+
+// ImageLabel is the label that carries the image a sandbox was built from:
+// Daytona's listing shows neither its build nor an image name.
+const ImageLabel = "berth-image"
 
 // WorkDirVar is the sandbox variable that carries Spec.WorkDir.
 const WorkDirVar = "BERTH_WORKDIR"
@@ -52,14 +57,21 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		}
 		return nil, err
 	}
+	return p.adopt(ctx, sb.ID, diskGB)
+}
+
+// adopt takes a sandbox the API has just made (created or forked): it binds
+// its disk share, waits for it to start and returns a handle, or deletes
+// it when it does not start.
+func (p *Provider) adopt(ctx context.Context, id string, diskGB int) (driver.Sandbox, error) {
 	if p.disk != nil {
-		p.disk.bind(sb.ID, diskGB)
+		p.disk.bind(id, diskGB)
 	}
-	started, err := p.waitStarted(ctx, sb.ID, false)
+	started, err := p.waitStarted(ctx, id, false)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
-		if derr := p.Delete(dctx, sb.ID); derr != nil && !errors.Is(derr, types.ErrNotFound) {
+		if derr := p.Delete(dctx, id); derr != nil && !errors.Is(derr, types.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("deleting the sandbox that did not start: %w", derr))
 		}
 		return nil, err
@@ -76,7 +88,8 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 		User:               spec.User,
 		Labels:             spec.Labels,
 		Target:             p.opts.Target,
-		AutoStopInterval:   ceilMinutes(spec.TTL),
+		TTLMinutes:         ceilMinutes(spec.TTL),
+		AutoStopInterval:   0, // the TTL is the deadline; idleness is not
 		AutoDeleteInterval: p.opts.autoDeleteMinutes(),
 	}
 	switch {
@@ -94,6 +107,13 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 			return req, 0, types.Errorf(types.InvalidArgument, "daytona: image reference %q is empty or holds spaces or control characters", spec.Image)
 		}
 		req.BuildInfo = &buildInfo{DockerfileContent: "FROM " + spec.Image}
+		// A listed sandbox shows no build, only its labels: the image
+		// travels as one (info takes it back out).
+		req.Labels = maps.Clone(spec.Labels)
+		if req.Labels == nil {
+			req.Labels = map[string]string{}
+		}
+		req.Labels[ImageLabel] = spec.Image
 	}
 	if len(spec.Env) > 0 || spec.WorkDir != "" {
 		req.Env = make(map[string]string, len(spec.Env)+1)
@@ -131,25 +151,9 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 		req.NetworkBlockAll = true
 	case types.NetworkPublic:
 	case types.NetworkAllowlist:
-		var cidrs, domains []string
-		for _, a := range spec.Network.Allow {
-			switch {
-			case strings.Contains(a, "/"):
-				if _, _, err := net.ParseCIDR(a); err != nil {
-					return req, 0, types.Errorf(types.InvalidArgument, "daytona: network allowlist entry %q is not a CIDR", a)
-				}
-				cidrs = append(cidrs, a)
-			case net.ParseIP(a) != nil:
-				bits := "/32"
-				if strings.Contains(a, ":") {
-					bits = "/128"
-				}
-				cidrs = append(cidrs, a+bits)
-			case a != "" && !strings.ContainsAny(a, ", \t\n"):
-				domains = append(domains, a)
-			default:
-				return req, 0, types.Errorf(types.InvalidArgument, "daytona: network allowlist entry %q is neither a host nor a CIDR", a)
-			}
+		cidrs, domains, err := allowlist.Split("daytona", spec.Network.Allow)
+		if err != nil {
+			return req, 0, err
 		}
 		req.NetworkAllowList = strings.Join(cidrs, ",")
 		req.DomainAllowList = strings.Join(domains, ",")

@@ -5,15 +5,23 @@
 // import it. Its offline twin, package daytonatest, serves the same calls
 // in-process for tests.
 //
+// The calls, fields and states are those of Daytona's generated OpenAPI
+// clients (@daytona/api-client and @daytona/toolbox-api-client, 0.218),
+// which a schema test checks every request of the driver against.
+//
 // How a Spec maps onto a create request:
 //   - Image "snapshot:<name>" starts from that Daytona snapshot; any other
-//     image is built by Daytona from the one-line Dockerfile "FROM <image>".
+//     image is built by Daytona from the one-line Dockerfile "FROM <image>",
+//     and carried in the label berth-image, since a listing shows neither
+//     the build nor an image name (List reads it back into Info.Image).
 //   - Resources become whole cpu cores, memory GB and disk GB, rounded up;
 //     a request above the per-sandbox maximum (4 / 8 / 10 by default, see
 //     Limits) is refused before anything is sent.
-//   - TTL becomes autoStopInterval in minutes, rounded up; autoDeleteInterval
-//     is 1440 minutes unless Options say otherwise, so a stopped sandbox still
-//     goes away the next day. DAYTONA_TARGET becomes target.
+//   - TTL becomes ttlMinutes, rounded up: Daytona's TTL, a deadline counted
+//     from creation that destroys the sandbox whatever its state. SetTimeout
+//     moves it (POST /sandbox/{id}/ttl/{minutes}, anchored at the call).
+//     Auto-stop, an inactivity policy, is off; autoDeleteInterval is 1440
+//     minutes unless Options say otherwise. DAYTONA_TARGET becomes target.
 //   - Spec.WorkDir travels as the sandbox variable BERTH_WORKDIR, so a
 //     handle made by Connect in another process finds it too.
 //
@@ -27,6 +35,17 @@
 // stream drops, the driver polls the full log and continues from the byte
 // where the stream stopped. Stdin travels the same way in reverse through the
 // session's input route, with an end marker that closes the program's stdin.
+//
+// When the stream is polled instead, the daemon answers the marked log as
+// JSON {output, stdout, stderr} (older daemons: as text); the driver reads
+// output either way. Files are uploaded through the toolbox's bulk upload
+// (the SDKs' route), which creates parent directories.
+//
+// Pause, Resume and Fork are Daytona's own calls; Daytona offers them for
+// sandboxes of a VM class (linux-vm, windows: made from a snapshot built
+// for that class) and answers 422 for a container, which the driver
+// reports as NotSupported. A fork copies the running sandbox into a new
+// one, which the caller owns.
 //
 // Signal runs `kill` on the PID the wrapper recorded, through the toolbox's
 // one-off execute call; a command's Timeout deletes its session, which kills

@@ -15,10 +15,13 @@ import (
 type APIError = rest.APIError
 
 // errorJSON is Daytona's error answer: {statusCode, error, message, path,
-// timestamp}; message is a string or, for validation errors, a list.
+// timestamp} from the API, {statusCode, message, code, ...} from the
+// toolbox; message is a string or, for validation errors, a list. The
+// bulk upload answers {errors: [...]}.
 type errorJSON struct {
 	Message json.RawMessage `json:"message"`
 	Error   string          `json:"error"`
+	Errors  []string        `json:"errors"` // the bulk upload's
 }
 
 // errorBody extracts the message of an error body, or its text.
@@ -35,6 +38,9 @@ func errorBody(body []byte) (string, int) {
 		}
 		if eb.Error != "" {
 			return eb.Error, 0
+		}
+		if len(eb.Errors) > 0 {
+			return strings.Join(eb.Errors, "; "), 0
 		}
 	}
 	return strings.TrimSpace(string(body)), 0

@@ -3,11 +3,14 @@ package daytona
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -327,19 +330,32 @@ func (pr *process) exitCode(ctx context.Context) (*int, error) {
 	return c.ExitCode, nil
 }
 
-// readLog reads the whole log and feeds what d has not seen.
+// readLog reads the whole log and feeds what d has not seen. Asked for the
+// split, the daemon answers the marked log as JSON {output, stdout,
+// stderr} (older daemons: as plain text); either way the marked log is
+// what d reads on from its offset.
 func (pr *process) readLog(d *demux) error {
 	resp, err := pr.s.p.c.send(pr.ctx, rest.Call{Method: http.MethodGet, URL: pr.commandURL("logs"), Header: http.Header{splitHeader: {"true"}}})
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if skipped, err := io.CopyN(io.Discard, resp.Body, d.n); err != nil {
+	body := io.Reader(resp.Body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		var logs struct {
+			Output string `json:"output"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, maxLogJSON)).Decode(&logs); err != nil {
+			return types.Errorf(types.Unavailable, "daytona: decoding the command log: %w", err)
+		}
+		body = strings.NewReader(logs.Output)
+	}
+	if skipped, err := io.CopyN(io.Discard, body, d.n); err != nil {
 		return types.Errorf(types.Unavailable, "daytona: the command log is %d bytes, shorter than the %d already read: %w", skipped, d.n, err)
 	}
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := resp.Body.Read(buf)
+		n, err := body.Read(buf)
 		if n > 0 {
 			d.feed(buf[:n])
 		}
@@ -351,6 +367,10 @@ func (pr *process) readLog(d *demux) error {
 		}
 	}
 }
+
+// maxLogJSON bounds a whole command log read as JSON, which is held in
+// memory; the stream is the way for output larger than that.
+const maxLogJSON = 64 << 20
 
 // feedStdin sends r to the command in base64 lines and then the end mark.
 // It stops early when the command has ended.

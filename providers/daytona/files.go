@@ -33,10 +33,12 @@ type fileInfoDTO struct {
 // a throttled upload can be sent again.
 const replayLimit = 8 << 20
 
-// WriteFile uploads r to p (the toolbox creates parent directories) and then
-// sets the permission bits, which the upload does not carry.
+// WriteFile uploads r to p through the toolbox's bulk upload, the SDKs'
+// upload (one multipart part names the destination, the next carries the
+// bytes; the toolbox creates parent directories), and then sets the
+// permission bits, which the upload does not carry.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {
-	u, err := s.tb(ctx, "/files/upload")
+	u, err := s.tb(ctx, "/files/bulk-upload")
 	if err != nil {
 		return err
 	}
@@ -44,26 +46,17 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 	if err != nil {
 		return fmt.Errorf("daytona: reading the data for %s: %w", p, err)
 	}
-	q := url.Values{"path": {p}}
 	if len(head) <= replayLimit {
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)
-		fw, _ := mw.CreateFormFile("file", path.Base(p))
-		fw.Write(head)
-		mw.Close()
-		body := buf.Bytes()
-		up := rest.Call{Method: http.MethodPost, URL: u, Query: q, ContentType: mw.FormDataContentType(),
-			Body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}
-		err = s.p.c.do(ctx, up, nil)
-		if refusedUpload(err) {
-			// Daemons older than gin 1.10 do not create parents: make them
-			// and try once more.
-			if ferr := s.mkdirAll(ctx, path.Dir(p)); ferr == nil {
-				err = s.p.c.do(ctx, up, nil)
-			}
+		if err := writeUploadParts(mw, p, bytes.NewReader(head)); err != nil {
+			return err
 		}
+		body := buf.Bytes()
+		err = s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, ContentType: mw.FormDataContentType(),
+			Body: func() (io.Reader, error) { return bytes.NewReader(body), nil }}, nil)
 	} else {
-		err = s.uploadStream(ctx, u, q, p, io.MultiReader(bytes.NewReader(head), r))
+		err = s.uploadStream(ctx, u, p, io.MultiReader(bytes.NewReader(head), r))
 	}
 	if err != nil {
 		return err
@@ -75,23 +68,32 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: pu, Query: url.Values{"path": {p}, "mode": {fmt.Sprintf("%04o", mode&0o7777)}}}, nil)
 }
 
+// writeUploadParts writes the parts of a one-file bulk upload and closes
+// the form.
+func writeUploadParts(mw *multipart.Writer, p string, r io.Reader) error {
+	if err := mw.WriteField("files[0].path", p); err != nil {
+		return err
+	}
+	fw, err := mw.CreateFormFile("files[0].file", p)
+	if err == nil {
+		_, err = io.Copy(fw, r)
+	}
+	if err == nil {
+		err = mw.Close()
+	}
+	return err
+}
+
 // uploadStream sends a large file as a streamed multipart body.
-func (s *Sandbox) uploadStream(ctx context.Context, u string, q url.Values, p string, r io.Reader) error {
+func (s *Sandbox) uploadStream(ctx context.Context, u, p string, r io.Reader) error {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		fw, err := mw.CreateFormFile("file", path.Base(p))
-		if err == nil {
-			_, err = io.Copy(fw, r)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
+		pw.CloseWithError(writeUploadParts(mw, p, r))
 	}()
-	err := s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, Query: q, ContentType: mw.FormDataContentType(), Once: true,
+	err := s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, ContentType: mw.FormDataContentType(), Once: true,
 		Body: func() (io.Reader, error) { return pr, nil }}, nil)
 	pr.CloseWithError(errors.New("upload ended"))
 	<-done
@@ -207,14 +209,6 @@ func (s *Sandbox) mkdirAll(ctx context.Context, dir string) error {
 		return err
 	}
 	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: u, Query: url.Values{"path": {dir}, "mode": {"0755"}}}, nil)
-}
-
-// refusedUpload reports an upload the toolbox refused as the caller's
-// mistake (a 4xx: InvalidArgument or NotFound), which is how older daemons
-// answer a missing parent directory. The class decides, not the text.
-func refusedUpload(err error) bool {
-	c := types.ClassOf(err)
-	return rest.StatusOf(err) != 0 && (c == types.InvalidArgument || c == types.NotFound)
 }
 
 // Remove deletes a file or a directory tree.

@@ -76,27 +76,33 @@ func waitNoneOf(t *testing.T, srv *daytonatest.Server, id string) {
 	}
 }
 
-// TestSetTimeoutAutoStops: SetTimeout moves auto-stop; on a clock whose
-// minute is 50 ms, the sandbox stops and (deleted on stop) is gone.
-func TestSetTimeoutAutoStops(t *testing.T) {
+// TestSetTimeoutIsTheTTL: the Spec's TTL is Daytona's TTL (a deadline
+// that destroys the sandbox whatever it does), not auto-stop, which is
+// off; SetTimeout moves the deadline. On a clock whose minute is 50 ms the
+// sandbox is gone soon after SetTimeout(30s) (one minute).
+func TestSetTimeoutIsTheTTL(t *testing.T) {
 	srv := newServer(t, daytonatest.Options{Minute: 50 * time.Millisecond})
-	p := sandbox.NewProvider("daytona", openDriver(t, srv, func(o *daytona.Options) { o.DeleteOnStop = true }))
+	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 	ctx := t.Context()
 	s := spec
 	s.TTL = 10 * time.Hour // 600 minutes: 30 s on this clock
+	start := time.Now()
 	sb, err := p.Create(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if v, _ := srv.Sandbox(sb.ID()); v.AutoStopInterval != 600 || v.AutoDeleteInterval != 0 {
-		t.Fatalf("created with autostop %d autodelete %d, want 600 and 0", v.AutoStopInterval, v.AutoDeleteInterval)
+	v, _ := srv.Sandbox(sb.ID())
+	at, err := time.Parse(time.RFC3339Nano, v.AutoDestroyAt)
+	if err != nil || v.AutoStopInterval != 0 || at.Before(start.Add(30*time.Second)) || at.After(time.Now().Add(30*time.Second)) {
+		t.Fatalf("created with autostop %d, autoDestroyAt %q (%v): want no auto-stop and a deadline 600 fake minutes on", v.AutoStopInterval, v.AutoDestroyAt, err)
+	}
+	infos, err := p.List(ctx, s.Labels)
+	if err != nil || len(infos) != 1 || !infos[0].ExpiresAt.Equal(at) {
+		t.Fatalf("list: %+v %v, want the deadline %v as ExpiresAt", infos, err, at)
 	}
 	if err := sb.SetTimeout(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	if v, _ := srv.Sandbox(sb.ID()); v.AutoStopInterval != 1 {
-		t.Fatalf("autostop after SetTimeout(30s) = %d, want 1 minute", v.AutoStopInterval)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -108,7 +114,7 @@ func TestSetTimeoutAutoStops(t *testing.T) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the sandbox outlived its auto-stop")
+			t.Fatal("the sandbox outlived its TTL")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -228,22 +234,5 @@ func TestUserIsTheSandboxUser(t *testing.T) {
 	_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, User: "root"})
 	if !errors.Is(err, types.ErrNotSupported) || !strings.Contains(err.Error(), `"daytona"`) {
 		t.Errorf("exec as another user: %v, want NotSupported naming the sandbox's user", err)
-	}
-}
-
-// TestUploadMakesMissingParents: on a daemon whose upload does not create
-// directories, WriteFile creates them and writes.
-func TestUploadMakesMissingParents(t *testing.T) {
-	_, _, sb := openSandbox(t, daytonatest.Options{UploadWithoutParents: true})
-	ctx := t.Context()
-	if err := sb.WriteFile(ctx, "/tmp/a/b/c.txt", []byte("deep"), 0o640); err != nil {
-		t.Fatalf("write under missing directories: %v", err)
-	}
-	got, err := sb.ReadFile(ctx, "/tmp/a/b/c.txt")
-	if err != nil || string(got) != "deep" {
-		t.Fatalf("read back %q, %v", got, err)
-	}
-	if fi, err := sb.Stat(ctx, "/tmp/a/b/c.txt"); err != nil || fi.Mode != 0o640 {
-		t.Errorf("stat %+v %v, want mode 640", fi, err)
 	}
 }

@@ -44,8 +44,8 @@ func TestCreateRequest(t *testing.T) {
 			if r.BuildInfo == nil || r.BuildInfo.DockerfileContent != "FROM python:3.12" || r.Snapshot != "" {
 				t.Errorf("image: %+v %q", r.BuildInfo, r.Snapshot)
 			}
-			if r.AutoStopInterval != 2 || r.AutoDeleteInterval != 1440 || r.Target != "eu" || !r.NetworkBlockAll {
-				t.Errorf("autostop %d autodelete %d target %q block %v", r.AutoStopInterval, r.AutoDeleteInterval, r.Target, r.NetworkBlockAll)
+			if r.TTLMinutes != 2 || r.AutoStopInterval != 0 || r.AutoDeleteInterval != 1440 || r.Target != "eu" || !r.NetworkBlockAll {
+				t.Errorf("ttl %d autostop %d autodelete %d target %q block %v", r.TTLMinutes, r.AutoStopInterval, r.AutoDeleteInterval, r.Target, r.NetworkBlockAll)
 			}
 			if r.CPU != 0 || r.Memory != 0 || r.Disk != 0 || disk != 3 {
 				t.Errorf("resources %d/%d/%d (disk held %d), want the API's defaults (3 GB held)", r.CPU, r.Memory, r.Disk, disk)

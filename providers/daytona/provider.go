@@ -19,8 +19,9 @@ var _ driver.Provider = (*Provider)(nil)
 const maxAdvisedWait = 5 * time.Minute
 
 // Capabilities are what the driver supports: the interfaces its handles
-// implement (driver.Derive) and the facts they cannot show. Auto-stop
-// counts whole minutes, so that is the shortest timeout; disk is a limit.
+// implement (driver.Derive: pause, resume and fork, which Daytona does for
+// VM-class sandboxes only) and the facts they cannot show. The TTL counts
+// whole minutes, so that is the shortest timeout; disk is a limit.
 func Capabilities() types.Capabilities {
 	return driver.Derive[*Provider, *Sandbox, *process](types.Capabilities{
 		ResourceMode: types.ResourcesLimits,

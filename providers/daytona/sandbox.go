@@ -77,11 +77,11 @@ func (s *Sandbox) tb(ctx context.Context, path string) (string, error) {
 	return base + path, nil
 }
 
-// SetTimeout sets the auto-stop interval to d, rounded up to whole minutes.
-// Daytona counts it from the sandbox's last activity; auto-delete then
-// removes the stopped sandbox.
+// SetTimeout moves the sandbox's TTL to now + d, rounded up to whole
+// minutes: Daytona destroys the sandbox then, whatever its state or
+// activity.
 func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
-	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: s.p.sandboxURL(s.id, "autostop", itoa(ceilMinutes(d)))}, nil)
+	return s.p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: s.p.sandboxURL(s.id, "ttl", itoa(ceilMinutes(d)))}, nil)
 }
 
 // Delete destroys the sandbox.

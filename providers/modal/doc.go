@@ -7,11 +7,20 @@
 // profile's default). The Spec's image is a registry reference built with
 // Images.FromRegistry; CPUs and memory are requests unless the Spec asks for
 // limits; the TTL is the sandbox timeout (whole seconds, at most 24 hours);
-// network "none" is BlockNetwork; labels are tags, and List finds sandboxes
-// by them. Exec drains stdout and stderr concurrently, because a Modal
+// network "none" is BlockNetwork, and an allowlist becomes the SDK's
+// outbound CIDR and domain allowlists (a bare address as a /32 or /128;
+// both lists are always sent, so that allowlist mode allows nothing else);
+// labels are tags, and List finds sandboxes by them. Exec drains stdout and stderr concurrently, because a Modal
 // process blocks when a stream is not consumed. Files go through the SDK's
 // Filesystem; permission bits other than 0644 are set with chmod in the
-// sandbox. Delete is Terminate.
+// sandbox. Delete is Terminate. Snapshot is the SDK's SnapshotFilesystem:
+// it returns "modal-image:<image id>", a Spec.Image that starts new
+// sandboxes from the saved file system (Images.FromID).
+//
+// Stdin goes through the SDK's writer, which calls on a background context
+// and retries transient failures for seconds; the driver makes no stdin
+// call once the process has ended or its handle has closed, and Close
+// waits (bounded) for the calls in flight, so none outlives the provider.
 //
 // The SDK has no calls for some features, so the driver's handles do not
 // implement them and its Capabilities (driver.Derive) say so: SetTimeout

@@ -54,13 +54,13 @@ func (s *sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, 
 		p.deadline = time.Now().Add(cmd.Timeout)
 	}
 	s.p.wg.Add(1)
-	go p.run(s.ctx, cp, cmd, &s.p.wg)
+	go p.run(s.ctx, cp, cmd, &s.p.wg, &s.p.stdin)
 	return p, nil
 }
 
 // run feeds stdin, drains the outputs and waits for the exit status. ctx is
 // the handle's: closing the handle or the provider stops the drains.
-func (p *process) run(ctx context.Context, cp *sdk.ContainerProcess, cmd types.Command, wg *sync.WaitGroup) {
+func (p *process) run(ctx context.Context, cp *sdk.ContainerProcess, cmd types.Command, wg *sync.WaitGroup, gate *stdinGate) {
 	defer wg.Done()
 	defer close(p.done)
 	// The SDK reads output on its own background context; closing the
@@ -72,12 +72,14 @@ func (p *process) run(ctx context.Context, cp *sdk.ContainerProcess, cmd types.C
 	defer stop()
 
 	// Not waited for: a caller's Stdin that never ends must not hold up Wait.
-	// Once the process has exited, the next write fails and the copy ends.
+	// Once the process has ended (or the handle closed), writes are refused
+	// without a call and the copy ends.
+	in := &gatedStdin{w: cp.Stdin, gate: gate, done: p.done, ctx: ctx}
 	go func() {
 		if cmd.Stdin != nil {
-			_, _ = io.Copy(cp.Stdin, cmd.Stdin)
+			_, _ = io.Copy(in, cmd.Stdin)
 		}
-		_ = cp.Stdin.Close()
+		_ = in.Close()
 	}()
 
 	var drains sync.WaitGroup

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 	"google.golang.org/grpc"
 
+	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -37,12 +38,12 @@ const maxTTL = 24 * time.Hour
 // implement (driver.Derive: no SetTimeout, since a Modal sandbox's timeout
 // is fixed at creation, and no Signal, since an exec has no kill call), and
 // the facts they cannot show: requests by default and limits when the Spec
-// asks, no egress or full egress, GPUs (which the SDK creates on Modal's V1
-// backend).
+// asks, no egress, full egress or an allowlist of CIDRs and domains, GPUs
+// (which the SDK creates on Modal's V1 backend).
 func Capabilities() types.Capabilities {
 	return driver.Derive[*Provider, *sandbox, *process](types.Capabilities{
 		ResourceMode: types.ResourcesBoth,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxTTL,
 	})
@@ -70,6 +71,12 @@ type Options struct {
 	Getenv func(string) string
 	// Logger receives the driver's and the SDK's logs; nil discards them.
 	Logger *slog.Logger
+	// UnaryInterceptors and StreamInterceptors observe the SDK's calls to
+	// Modal's control plane (tracing; the live tests' transcripts). They
+	// run after the SDK's own; the command router's calls do not pass
+	// them.
+	UnaryInterceptors  []grpc.UnaryClientInterceptor
+	StreamInterceptors []grpc.StreamClientInterceptor
 }
 
 // Provider is the Modal driver.
@@ -82,6 +89,7 @@ type Provider struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	stdin  stdinGate // stdin calls in flight, which Close waits for
 
 	mu      sync.Mutex
 	app     *sdk.App
@@ -120,7 +128,8 @@ func New(opts Options) (*Provider, error) {
 		Environment:            opts.Environment,
 		Logger:                 opts.Logger,
 		MaxThrottleWait:        &wait,
-		GRPCStreamInterceptors: []grpc.StreamClientInterceptor{captureBuildLog},
+		GRPCUnaryInterceptors:  opts.UnaryInterceptors,
+		GRPCStreamInterceptors: append([]grpc.StreamClientInterceptor{captureBuildLog}, opts.StreamInterceptors...),
 	})
 	if err != nil {
 		// The SDK's message may quote its config file, which holds the
@@ -193,6 +202,9 @@ func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
 func (p *Provider) Close() error {
 	p.cancel()
 	p.wg.Wait()
+	if !p.stdin.close(stdinCloseWait) {
+		p.log.Debug("modal: stdin calls still in flight at close")
+	}
 	p.mu.Lock()
 	open := make([]*sandbox, 0, len(p.handles))
 	for h := range p.handles {
@@ -240,6 +252,9 @@ func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 // image returns the built image of a registry reference. Built images are
 // remembered; Modal deduplicates concurrent builds of one Dockerfile.
 func (p *Provider) image(ctx context.Context, ref string) (*sdk.Image, error) {
+	if id, ok := strings.CutPrefix(ref, ImagePrefix); ok {
+		return p.imageByID(ctx, id)
+	}
 	if err := checkImageRef(ref); err != nil {
 		return nil, err
 	}
@@ -332,7 +347,14 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		p.log.Debug("modal: ignoring the storage size; Modal sandboxes have no disk knob", "storage_mb", r.StorageMB)
 	}
 	if spec.Network.Mode == types.NetworkAllowlist {
-		return nil, types.Errorf(types.NotSupported, "network allowlists are not supported")
+		// Both lists are sent, empty or not: a non-nil one puts Modal in
+		// allowlist mode, and an empty one allows nothing of its kind.
+		cidrs, domains, err := allowlist.Split("modal", spec.Network.Allow)
+		if err != nil {
+			return nil, err
+		}
+		params.OutboundCIDRAllowlist = &sdk.Allowlist{Entries: cidrs}
+		params.OutboundDomainAllowlist = &sdk.Allowlist{Entries: domains}
 	}
 	return params, nil
 }

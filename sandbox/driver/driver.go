@@ -122,6 +122,15 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context) (image string, err error)
 }
 
+// Forker is implemented by sandboxes that can be copied, while they run,
+// into a new sandbox (Capabilities.Fork).
+type Forker interface {
+	// Fork makes a new sandbox holding a copy of this one's file system
+	// (and, where the provider can, its memory) and returns a handle to it
+	// once it runs. The caller owns the new sandbox: Delete destroys it.
+	Fork(ctx context.Context) (Sandbox, error)
+}
+
 // TreeUploader is implemented by drivers that unpack a tar stream in one call.
 // UploadTar unpacks into the absolute directory dir, creating it. The wrapper
 // hands it a re-written stream whose entry names are relative, have no ".."
@@ -178,6 +187,7 @@ func Derive[P Provider, S Sandbox, R Process](c types.Capabilities) types.Capabi
 	_, c.Signal = any(r).(Signaler)
 	_, c.Pause = any(s).(Pauser)
 	_, c.Snapshot = any(s).(Snapshotter)
+	_, c.Fork = any(s).(Forker)
 	_, c.TreeUpload = any(s).(TreeUploader)
 	_, c.TreeDownload = any(s).(TreeDownloader)
 	_, c.Envd = any(s).(EnvdServer)

@@ -5,9 +5,9 @@
 //
 // The suite gates on the provider's Capabilities, never on a list of cases
 // a provider asks to skip: a case of an optional feature (SetTimeout,
-// Signal, trees with links, pause, snapshots, envd) checks the feature
-// where the capability is claimed, and that the call is refused as
-// NotSupported where it is not. Capabilities are derived from the driver's
+// Signal, trees with links, pause, snapshots and restore, forks, envd,
+// allowlist networks) checks the feature where the capability is claimed,
+// and that the call is refused as NotSupported where it is not. Capabilities are derived from the driver's
 // interfaces (driver.Derive), so a claim the driver cannot keep fails here.
 //
 // Commands in the suite are POSIX sh (busybox or bash images) and find files

@@ -19,6 +19,8 @@ var lifecycleCases = []testCase{
 	{name: "list-by-labels", run: testList},
 	{name: "set-timeout-expires", run: testSetTimeout},
 	{name: "optional-features", run: testOptionalFeatures},
+	{name: "fork", run: testFork},
+	{name: "snapshot-restore", run: testSnapshot},
 	{name: "invalid-spec", run: testInvalidSpec},
 	{name: "unsupported-network", run: testUnsupportedNetwork},
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"exec", execCases},
 		{"files", fileCases},
 		{"lifecycle", lifecycleCases},
+		{"network", networkCases},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

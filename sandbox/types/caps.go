@@ -47,6 +47,8 @@ type Capabilities struct {
 	// Snapshot: a sandbox's file system can be saved as an image
 	// (Snapshotter).
 	Snapshot bool `json:"snapshot"`
+	// Fork: a running sandbox can be copied into a new one (Forker).
+	Fork bool `json:"fork"`
 	// TreeUpload: an uploaded tree is unpacked in one call, symlinks
 	// included (TreeUploader); without it trees go file by file and links
 	// are refused.

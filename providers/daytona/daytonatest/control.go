@@ -23,37 +23,103 @@ const (
 	stateStarted          = "started"
 	stateStopping         = "stopping"
 	stateStopped          = "stopped"
+	statePausing          = "pausing"
+	statePaused           = "paused"
+	stateResuming         = "resuming"
+	stateForking          = "forking"
+	stateArchived         = "archived"
+	stateError            = "error"
 	stateDestroying       = "destroying"
 	stateDestroyed        = "destroyed"
 )
 
-// Sandbox is the API's view of a sandbox, as GET /sandbox/{id} answers.
+// Sandbox classes. Only VM classes pause and fork.
+const (
+	classContainer = "container"
+	classLinuxVM   = "linux-vm"
+	classWindows   = "windows"
+)
+
+// Sandbox is the API's view of a sandbox, as GET /sandbox/{id} answers
+// (the generated clients' Sandbox model).
 type Sandbox struct {
-	ID                 string            `json:"id"`
-	OrganizationID     string            `json:"organizationId"`
-	Name               string            `json:"name"`
-	Snapshot           string            `json:"snapshot,omitempty"`
-	User               string            `json:"user"`
-	Env                map[string]string `json:"env"`
-	Labels             map[string]string `json:"labels"`
-	Public             bool              `json:"public"`
-	NetworkBlockAll    bool              `json:"networkBlockAll"`
-	NetworkAllowList   string            `json:"networkAllowList,omitempty"`
-	DomainAllowList    string            `json:"domainAllowList,omitempty"`
-	Target             string            `json:"target"`
-	CPU                int               `json:"cpu"`
-	GPU                int               `json:"gpu"`
-	Memory             int               `json:"memory"`
-	Disk               int               `json:"disk"`
-	State              string            `json:"state"`
-	ErrorReason        string            `json:"errorReason,omitempty"`
-	AutoStopInterval   int               `json:"autoStopInterval"`
-	AutoDeleteInterval int               `json:"autoDeleteInterval"`
-	BuildInfo          *buildInfo        `json:"buildInfo,omitempty"`
-	CreatedAt          string            `json:"createdAt"`
-	UpdatedAt          string            `json:"updatedAt"`
-	LastActivityAt     string            `json:"lastActivityAt"`
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot,omitempty"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    string            `json:"networkAllowList,omitempty"`
+	DomainAllowList     string            `json:"domainAllowList,omitempty"`
+	Target              string            `json:"target"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Recoverable         bool              `json:"recoverable"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoDestroyAt       string            `json:"autoDestroyAt,omitempty"`
+	BuildInfo           *BuildInfo        `json:"buildInfo,omitempty"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt"`
+	SandboxClass        string            `json:"sandboxClass"`
+	DaemonVersion       string            `json:"daemonVersion"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
+
+// BuildInfo is how a sandbox's image was built.
+type BuildInfo struct {
+	DockerfileContent string `json:"dockerfileContent"`
+	CreatedAt         string `json:"createdAt"`
+	UpdatedAt         string `json:"updatedAt"`
+	SnapshotRef       string `json:"snapshotRef"`
+}
+
+// listItem is a sandbox as GET /sandbox lists it: the Sandbox without its
+// environment and build (SandboxListItem).
+type listItem struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Target              string            `json:"target"`
+	SandboxClass        string            `json:"sandboxClass"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	Snapshot            string            `json:"snapshot,omitempty"`
+	User                string            `json:"user"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    string            `json:"networkAllowList,omitempty"`
+	DomainAllowList     string            `json:"domainAllowList,omitempty"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	Labels              map[string]string `json:"labels"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoDestroyAt       string            `json:"autoDestroyAt,omitempty"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt"`
+	DaemonVersion       string            `json:"daemonVersion"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+}
+
+// daemonVersion is the toolbox version the fake reports.
+const daemonVersion = "v0.218.0"
 
 // sandbox is the server's record of one sandbox.
 type sandbox struct {
@@ -63,20 +129,23 @@ type sandbox struct {
 	buildLog   string
 	lastActive time.Time
 	stoppedAt  time.Time
+	destroyAt  time.Time // the TTL's deadline; zero without one
+	parent     string    // the sandbox this one was forked from
+	authToken  string    // the preview token
+	history    []string  // its states, as create and advance set them
 	sessions   map[string]*session
-}
-
-type buildInfo struct {
-	DockerfileContent string `json:"dockerfileContent"`
 }
 
 func (sb *sandbox) root() string { return filepath.Join(sb.dir, "root") }
 
-// createRequest is the body of POST /sandbox.
+// createRequest is the body of POST /sandbox (CreateSandbox).
 type createRequest struct {
-	Name               string            `json:"name"`
-	Snapshot           string            `json:"snapshot"`
-	BuildInfo          *buildInfo        `json:"buildInfo"`
+	Name      string `json:"name"`
+	Snapshot  string `json:"snapshot"`
+	BuildInfo *struct {
+		DockerfileContent string   `json:"dockerfileContent"`
+		ContextHashes     []string `json:"contextHashes"`
+	} `json:"buildInfo"`
 	User               string            `json:"user"`
 	Env                map[string]string `json:"env"`
 	Labels             map[string]string `json:"labels"`
@@ -86,10 +155,14 @@ type createRequest struct {
 	DomainAllowList    string            `json:"domainAllowList"`
 	Target             string            `json:"target"`
 	CPU                *int              `json:"cpu"`
+	GPU                *int              `json:"gpu"`
 	Memory             *int              `json:"memory"`
 	Disk               *int              `json:"disk"`
 	AutoStopInterval   *int              `json:"autoStopInterval"`
+	AutoPauseInterval  *int              `json:"autoPauseInterval"`
+	AutoArchive        *int              `json:"autoArchiveInterval"`
 	AutoDeleteInterval *int              `json:"autoDeleteInterval"`
+	TTLMinutes         *int              `json:"ttlMinutes"`
 }
 
 func (s *Server) routes(mux *http.ServeMux) {
@@ -97,13 +170,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/sandbox", s.list)
 	mux.HandleFunc("GET /api/sandbox/{id}", s.withSandbox(s.get))
 	mux.HandleFunc("DELETE /api/sandbox/{id}", s.withSandbox(s.destroy))
-	mux.HandleFunc("POST /api/sandbox/{id}/start", s.withSandbox(s.start))
-	mux.HandleFunc("POST /api/sandbox/{id}/stop", s.withSandbox(s.stopSandbox))
-	mux.HandleFunc("POST /api/sandbox/{id}/autostop/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) { sb.AutoStopInterval = m })))
-	mux.HandleFunc("POST /api/sandbox/{id}/autodelete/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) { sb.AutoDeleteInterval = m })))
 	mux.HandleFunc("PUT /api/sandbox/{id}/labels", s.withSandbox(s.labels))
 	mux.HandleFunc("GET /api/sandbox/{id}/toolbox-proxy-url", s.withSandbox(func(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-		writeJSON(w, http.StatusOK, map[string]string{"url": s.srv.URL + "/toolbox"})
+		writeJSON(w, http.StatusOK, map[string]string{"url": s.toolboxURL()})
 	}))
 	mux.HandleFunc("GET /api/sandbox/{id}/build-logs", s.withSandbox(func(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		if sb.BuildInfo == nil {
@@ -113,8 +182,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte(sb.buildLog))
 	}))
+	s.lifecycleRoutes(mux)
+	s.previewRoutes(mux)
 	s.toolboxRoutes(mux)
 }
+
+// toolboxURL is the toolbox proxy's base; a sandbox's toolbox is under
+// /<id>.
+func (s *Server) toolboxURL() string { return s.srv.URL + "/toolbox" }
 
 // find returns a sandbox by ID or name; s.mu is held.
 func (s *Server) find(idOrName string) *sandbox {
@@ -170,6 +245,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	case disk > o.MaxDiskGB:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Disk request %dGB exceeds maximum allowed per sandbox (%dGB).\nContact support to raise the limit.", disk, o.MaxDiskGB))
 		return
+	case req.TTLMinutes != nil && *req.TTLMinutes < 0:
+		writeError(w, http.StatusBadRequest, "ttlMinutes must be a non-negative integer")
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,32 +255,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	id := randomUUID()
 	name := req.Name
-	if name == "" {
-		name = id
-	}
-	if s.find(name) != nil {
+	if name != "" && s.find(name) != nil {
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", name))
 		return
 	}
 	now := time.Now()
-	sb := &sandbox{Sandbox: Sandbox{
-		ID: id, OrganizationID: "org-test", Name: name, Snapshot: req.Snapshot, User: req.User,
+	sb := s.newRecord(Sandbox{
+		Name: name, Snapshot: req.Snapshot, User: req.User,
 		Env: orEmpty(req.Env), Labels: orEmpty(req.Labels), Public: req.Public,
 		NetworkBlockAll: req.NetworkBlockAll, NetworkAllowList: req.NetworkAllowList, DomainAllowList: req.DomainAllowList,
 		Target: req.Target, CPU: cpu, Memory: mem, Disk: disk,
-		AutoStopInterval: ptrOr(req.AutoStopInterval, 15), AutoDeleteInterval: ptrOr(req.AutoDeleteInterval, -1),
-		BuildInfo: req.BuildInfo, CreatedAt: stamp(now)},
-		dir: filepath.Join(s.opts.Dir, id), lastActive: now, sessions: map[string]*session{},
+		AutoStopInterval: ptrOr(req.AutoStopInterval, 15), AutoArchiveInterval: ptrOr(req.AutoArchive, 10080),
+		AutoDeleteInterval: ptrOr(req.AutoDeleteInterval, -1), SandboxClass: s.opts.SnapshotClasses[req.Snapshot],
+	}, now)
+	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
+		sb.destroyAt = now.Add(time.Duration(*req.TTLMinutes) * s.opts.Minute)
 	}
-	if sb.User == "" {
-		sb.User = "root"
-	}
-	if sb.Target == "" {
-		sb.Target = "us"
-	}
-	if sb.Snapshot == "" && sb.BuildInfo == nil {
+	if sb.Snapshot == "" && req.BuildInfo == nil {
 		sb.Snapshot = "daytonaio/sandbox:latest"
 	}
 	if err := makeRoot(sb.root()); err != nil {
@@ -212,17 +282,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	steps := []string{stateCreating}
 	final := stateStarted
-	if sb.BuildInfo != nil {
+	if b := req.BuildInfo; b != nil {
+		sb.BuildInfo = &BuildInfo{DockerfileContent: b.DockerfileContent, CreatedAt: stamp(now), UpdatedAt: stamp(now),
+			SnapshotRef: "daytona-build-" + randomHex(8)}
 		steps = []string{statePendingBuild, stateBuildingSnapshot, stateCreating}
-		image := strings.TrimPrefix(sb.BuildInfo.DockerfileContent, "FROM ")
-		sb.buildLog = fmt.Sprintf("#1 [internal] load build definition from Dockerfile\n#2 FROM %s\n#2 DONE 0.1s\n#3 exporting to image\n#3 DONE 0.2s\n", image)
+		image, _, _ := strings.Cut(strings.TrimPrefix(b.DockerfileContent, "FROM "), "\n")
+		sb.buildLog = fmt.Sprintf("#1 [internal] load build definition from Dockerfile\n#2 FROM %s\n#2 DONE 0.1s\n#3 exporting to image\n#3 DONE 0.2s\n", strings.TrimSpace(image))
 		if len(s.buildFail) > 0 {
 			sb.buildLog, s.buildFail = s.buildFail[0], s.buildFail[1:]
 			steps, final = []string{statePendingBuild, stateBuildingSnapshot}, stateBuildFailed
 		}
 	}
 	sb.State = steps[0]
-	s.sandboxes[id] = sb
+	sb.history = []string{sb.State}
+	s.sandboxes[sb.ID] = sb
 	s.advance(sb, steps[1:], final, func(sb *sandbox) {
 		if sb.State == stateBuildFailed {
 			sb.ErrorReason = "Failed to build the image: see the build logs"
@@ -231,15 +304,39 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
+// newRecord fills the server's defaults into a new sandbox's view; s.mu
+// is held.
+func (s *Server) newRecord(v Sandbox, now time.Time) *sandbox {
+	v.ID = randomUUID()
+	if v.Name == "" {
+		v.Name = v.ID
+	}
+	v.OrganizationID = "org-test"
+	v.DesiredState = stateStarted
+	v.BackupState = "None"
+	v.CreatedAt = stamp(now)
+	v.DaemonVersion = daemonVersion
+	if v.User == "" {
+		v.User = "root"
+	}
+	if v.Target == "" {
+		v.Target = "us"
+	}
+	if v.SandboxClass == "" {
+		v.SandboxClass = classContainer
+	}
+	return &sandbox{Sandbox: v, dir: filepath.Join(s.opts.Dir, v.ID), lastActive: now, sessions: map[string]*session{}}
+}
+
 // quotaExceeded returns Daytona's refusal when a new sandbox would pass an
 // account quota; s.mu is held.
 func (s *Server) quotaExceeded(cpu, mem, disk int) string {
 	var usedCPU, usedMem, usedDisk int
 	for _, sb := range s.sandboxes {
-		if sb.State == stateDestroyed {
+		if sb.State == stateDestroyed || sb.State == stateArchived {
 			continue
 		}
-		usedDisk += sb.Disk // stopped sandboxes hold their disk too
+		usedDisk += sb.Disk // stopped and paused sandboxes hold their disk too
 		if sb.State != stateStopped && sb.State != stateBuildFailed {
 			usedCPU += sb.CPU
 			usedMem += sb.Memory
@@ -258,66 +355,38 @@ func (s *Server) quotaExceeded(cpu, mem, disk int) string {
 	return ""
 }
 
-// advance moves sb through steps to final, one StepDelay each, unless
-// something else changes its state first; then runs done. s.mu is held.
-func (s *Server) advance(sb *sandbox, steps []string, final string, done func(*sandbox)) {
-	expect := sb.State
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for _, next := range append(steps, final) {
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(s.opts.StepDelay):
-			}
-			s.mu.Lock()
-			if sb.State != expect { // deleted or changed meanwhile
-				s.mu.Unlock()
-				return
-			}
-			sb.State, expect = next, next
-			sb.UpdatedAt = stamp(time.Now())
-			if next == final {
-				if final == stateStopped {
-					sb.stoppedAt = time.Now()
-				}
-				if final == stateDestroyed {
-					delete(s.sandboxes, sb.ID)
-					_ = os.RemoveAll(sb.dir)
-				}
-				if done != nil {
-					done(sb)
-				}
-			}
-			s.mu.Unlock()
-		}
-	}()
-}
-
 func (s *Server) get(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
+// list answers GET /sandbox: one page of the sandboxes that carry every
+// label of the labels query (a JSON object), newest first by ID order,
+// destroyed ones left out.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
 	var want map[string]string
-	if l := r.URL.Query().Get("labels"); l != "" {
+	if l := q.Get("labels"); l != "" {
 		if err := json.Unmarshal([]byte(l), &want); err != nil {
 			writeError(w, http.StatusBadRequest, "Invalid labels JSON format")
 			return
 		}
 	}
-	offset, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+	states := q["states"]
+	offset, _ := strconv.Atoi(q.Get("cursor"))
+	limit := s.opts.PageSize
+	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 && l < limit {
+		limit = l
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var match []*sandbox
 	for _, sb := range s.sandboxes {
-		if sb.State == stateDestroyed || sb.State == stateDestroying {
+		if sb.State == stateDestroyed || (len(states) > 0 && !slices.Contains(states, sb.State)) {
 			continue
 		}
 		ok := true
 		for k, v := range want {
-			if sb.Labels[k] != v {
+			if have, found := sb.Labels[k]; !found || have != v {
 				ok = false
 			}
 		}
@@ -326,13 +395,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(match, func(a, b *sandbox) int { return strings.Compare(a.ID, b.ID) })
-	items := []any{}
+	items := []listItem{}
 	var next *string
-	for i := offset; i < len(match) && i < offset+s.opts.PageSize; i++ {
-		items = append(items, s.dto(match[i]))
+	for i := offset; i < len(match) && i < offset+limit; i++ {
+		items = append(items, s.item(match[i]))
 	}
-	if offset+s.opts.PageSize < len(match) {
-		c := strconv.Itoa(offset + s.opts.PageSize)
+	if offset+limit < len(match) {
+		c := strconv.Itoa(offset + limit)
 		next = &c
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
@@ -345,62 +414,33 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			s.refuse(w, sb, "destroyed")
 			return
 		}
-	case stateStopped, stateBuildFailed, statePendingBuild, stateDestroying, "error", "archived", "paused":
+	case stateStopped, stateBuildFailed, statePendingBuild, stateDestroying, stateError, stateArchived, statePaused:
 	default:
 		s.refuse(w, sb, "destroyed")
 		return
 	}
-	if sb.State != stateDestroying {
-		s.killSessions(sb)
-		sb.State = stateDestroying
-		s.advance(sb, nil, stateDestroyed, nil)
+	for _, other := range s.sandboxes {
+		if other.parent == sb.ID && other.State != stateDestroyed && other.State != stateDestroying {
+			writeError(w, http.StatusBadRequest, "Cannot delete sandbox which has active fork children. The forks must be deleted first.")
+			return
+		}
 	}
+	s.destroyLocked(sb)
 	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+// destroyLocked starts destroying sb; s.mu is held.
+func (s *Server) destroyLocked(sb *sandbox) {
+	if sb.State == stateDestroying {
+		return
+	}
+	s.killSessions(sb)
+	sb.State, sb.DesiredState = stateDestroying, stateDestroyed
+	s.advance(sb, nil, stateDestroyed, nil)
 }
 
 func (s *Server) refuse(w http.ResponseWriter, sb *sandbox, what string) {
 	writeError(w, http.StatusBadRequest, fmt.Sprintf("Sandbox %s is not in a valid state to be %s. State: %s", sb.ID, what, sb.State))
-}
-
-func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	switch sb.State {
-	case stateStarted, stateStarting:
-	case stateStopped, "archived":
-		sb.State = stateStarting
-		sb.lastActive = time.Now()
-		s.advance(sb, nil, stateStarted, nil)
-	default:
-		s.refuse(w, sb, "started")
-		return
-	}
-	writeJSON(w, http.StatusOK, s.dto(sb))
-}
-
-func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	switch sb.State {
-	case stateStopped, stateStopping:
-	case stateStarted:
-		s.killSessions(sb)
-		sb.State = stateStopping
-		s.advance(sb, nil, stateStopped, nil)
-	default:
-		s.refuse(w, sb, "stopped")
-		return
-	}
-	writeJSON(w, http.StatusOK, s.dto(sb))
-}
-
-func (s *Server) interval(set func(*sandbox, int)) func(http.ResponseWriter, *http.Request, *sandbox) {
-	return func(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-		m, err := strconv.Atoi(r.PathValue("min"))
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "interval must be an integer number of minutes")
-			return
-		}
-		set(sb, m)
-		sb.lastActive = time.Now()
-		writeJSON(w, http.StatusOK, s.dto(sb))
-	}
 }
 
 func (s *Server) labels(w http.ResponseWriter, r *http.Request, sb *sandbox) {
@@ -424,36 +464,28 @@ func (s *Server) dto(sb *sandbox) Sandbox {
 	if out.UpdatedAt == "" {
 		out.UpdatedAt = out.CreatedAt
 	}
+	if !sb.destroyAt.IsZero() {
+		out.AutoDestroyAt = stamp(sb.destroyAt)
+	}
+	out.ToolboxProxyURL = s.toolboxURL()
+	if b := sb.BuildInfo; b != nil {
+		c := *b
+		out.BuildInfo = &c
+	}
 	return out
 }
 
-// reaper stops sandboxes idle past their auto-stop interval and destroys
-// those stopped past their auto-delete interval.
-func (s *Server) reaper() {
-	defer s.wg.Done()
-	tick := min(max(s.opts.Minute/20, 10*time.Millisecond), 5*time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			for _, sb := range s.sandboxes {
-				switch {
-				case sb.State == stateStarted && sb.AutoStopInterval > 0 &&
-					now.Sub(sb.lastActive) >= time.Duration(sb.AutoStopInterval)*s.opts.Minute:
-					s.killSessions(sb)
-					sb.State, sb.stoppedAt = stateStopped, now
-				case sb.State == stateStopped && sb.AutoDeleteInterval >= 0 &&
-					now.Sub(sb.stoppedAt) >= time.Duration(sb.AutoDeleteInterval)*s.opts.Minute:
-					sb.State = stateDestroying
-					s.advance(sb, nil, stateDestroyed, nil)
-				}
-			}
-			s.mu.Unlock()
-		}
+// item is sb as a list shows it; s.mu is held.
+func (s *Server) item(sb *sandbox) listItem {
+	d := s.dto(sb)
+	return listItem{
+		ID: d.ID, OrganizationID: d.OrganizationID, Name: d.Name, Target: d.Target, SandboxClass: d.SandboxClass,
+		State: d.State, DesiredState: d.DesiredState, Snapshot: d.Snapshot, User: d.User, ErrorReason: d.ErrorReason,
+		Public: d.Public, NetworkBlockAll: d.NetworkBlockAll, NetworkAllowList: d.NetworkAllowList, DomainAllowList: d.DomainAllowList,
+		CPU: d.CPU, GPU: d.GPU, Memory: d.Memory, Disk: d.Disk, Labels: d.Labels,
+		AutoStopInterval: d.AutoStopInterval, AutoArchiveInterval: d.AutoArchiveInterval, AutoDeleteInterval: d.AutoDeleteInterval,
+		AutoDestroyAt: d.AutoDestroyAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, LastActivityAt: d.LastActivityAt,
+		DaemonVersion: d.DaemonVersion, ToolboxProxyURL: d.ToolboxProxyURL,
 	}
 }
 

@@ -42,6 +42,8 @@ func (s *Server) fileRoutes(mux *http.ServeMux, p string) {
 	mux.HandleFunc("GET "+p+"/files", s.withRoot(s.listFiles))
 	mux.HandleFunc("DELETE "+p+"/files", s.withRoot(s.deleteFile))
 	mux.HandleFunc("POST "+p+"/files/upload", s.withRoot(s.upload))
+	mux.HandleFunc("POST "+p+"/files/bulk-upload", s.withStarted(s.bulkUpload))
+	mux.HandleFunc("POST "+p+"/files/bulk-download", s.withStarted(s.bulkDownload))
 	mux.HandleFunc("GET "+p+"/files/download", s.withRoot(s.download))
 	mux.HandleFunc("GET "+p+"/files/info", s.withRoot(func(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
 		fi, err := root.Stat(name)
@@ -93,24 +95,40 @@ func (s *Server) withRoot(h func(http.ResponseWriter, *http.Request, *os.Root, s
 			writeError(w, http.StatusBadRequest, "path is required")
 			return
 		}
-		if q == "" {
-			q = "/root" // the working directory
-		}
-		if !path.IsAbs(q) {
-			q = "/root/" + q
-		}
-		name := path.Clean(q)[1:]
-		if name == "" {
-			name = "."
-		}
-		root, err := os.OpenRoot(sb.root())
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
+		root, ok := openRoot(w, sb)
+		if !ok {
 			return
 		}
 		defer root.Close()
-		h(w, r, root, name)
+		h(w, r, root, rootName(q))
 	})
+}
+
+// openRoot opens the sandbox's file system as an os.Root, so that no path
+// or symlink inside it reaches the host; on failure it has answered.
+func openRoot(w http.ResponseWriter, sb *sandbox) (*os.Root, bool) {
+	root, err := os.OpenRoot(sb.root())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return nil, false
+	}
+	return root, true
+}
+
+// rootName maps a sandbox path onto a name inside the sandbox's os.Root;
+// a relative path is relative to the working directory, /root.
+func rootName(q string) string {
+	if q == "" {
+		q = "/root"
+	}
+	if !path.IsAbs(q) {
+		q = "/root/" + q
+	}
+	name := path.Clean(q)[1:]
+	if name == "" {
+		name = "."
+	}
+	return name
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
@@ -173,13 +191,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, root *os.Root, n
 		if part.FormName() != "file" {
 			continue
 		}
-		// As gin's SaveUploadedFile: parents made (since gin 1.10), the
-		// file truncated.
-		if !s.opts.UploadWithoutParents {
-			if err := root.MkdirAll(path.Dir(name), 0o750); err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
+		// As gin's SaveUploadedFile: parents made, the file truncated.
+		if err := root.MkdirAll(path.Dir(name), 0o750); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
 		}
 		f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
 		if err != nil {
@@ -242,4 +257,25 @@ func parseMode(s string, def os.FileMode) (os.FileMode, error) {
 		return 0, errors.New("invalid mode format")
 	}
 	return os.FileMode(m), nil
+}
+
+// ReadFile reads a file of a sandbox's file system directly, for tests
+// that look at a sandbox from outside its API.
+func (s *Server) ReadFile(idOrName, p string) ([]byte, error) {
+	s.mu.Lock()
+	sb := s.find(idOrName)
+	var dir string
+	if sb != nil {
+		dir = sb.root()
+	}
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, fs.ErrNotExist
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.ReadFile(rootName(p))
 }

@@ -262,6 +262,20 @@ func (s *Server) killSessions(sb *sandbox) {
 	}
 }
 
+// signalSessions sends sig to the process group of every command of sb
+// (SIGSTOP to pause, SIGCONT to resume); s.mu is held.
+func (s *Server) signalSessions(sb *sandbox, sig syscall.Signal) {
+	for _, sess := range sb.sessions {
+		for _, c := range sess.cmds {
+			c.mu.Lock()
+			if c.proc != nil && !c.killed {
+				_ = syscall.Kill(-c.proc.Pid, sig)
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
 // killAll is killSessions taking the lock.
 func (s *Server) killAll(sb *sandbox) {
 	s.mu.Lock()

@@ -1,12 +1,16 @@
 package daytonatest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -38,9 +42,16 @@ type Options struct {
 	RefuseDeleteStarted bool
 	// PageSize is the page size of GET /sandbox; zero means 100.
 	PageSize int
-	// UploadWithoutParents makes uploads fail when the file's directory is
-	// missing, as daemons built with gin before 1.10 did.
-	UploadWithoutParents bool
+	// SnapshotClasses gives the sandbox class of sandboxes made from a
+	// snapshot, by snapshot name; any other sandbox is a "container".
+	// Only linux-vm and windows sandboxes can be paused and forked, as on
+	// Daytona.
+	SnapshotClasses map[string]string
+	// Listen is the address to serve on; "" means a loopback port.
+	Listen string
+	// Record keeps every request's and answer's JSON body (Exchanges), for
+	// schema checks.
+	Record bool
 }
 
 // Request is one request the server received.
@@ -94,6 +105,8 @@ type Server struct {
 	buildFail []string // build logs of the next builds to fail
 	drops     []int    // byte counts after which the next log streams drop
 	dropped   int
+	exchanges []Exchange
+	signed    map[string]signedURL // signed preview URLs by token
 	closed    bool
 
 	wg   sync.WaitGroup // state changes, reaper, commands
@@ -115,7 +128,7 @@ func New(opts Options) (*Server, error) {
 	opts.MaxMemoryGB = orDefault(opts.MaxMemoryGB, 8)
 	opts.MaxDiskGB = orDefault(opts.MaxDiskGB, 10)
 	opts.PageSize = orDefault(opts.PageSize, 100)
-	s := &Server{opts: opts, sandboxes: map[string]*sandbox{}, stop: make(chan struct{})}
+	s := &Server{opts: opts, sandboxes: map[string]*sandbox{}, signed: map[string]signedURL{}, stop: make(chan struct{})}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "daytonatest-")
 		if err != nil {
@@ -125,7 +138,19 @@ func New(opts Options) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.srv = httptest.NewServer(s.middleware(mux))
+	s.srv = httptest.NewUnstartedServer(s.middleware(mux))
+	if opts.Listen != "" {
+		lis, err := net.Listen("tcp", opts.Listen)
+		if err != nil {
+			if s.ownDir {
+				_ = os.RemoveAll(s.opts.Dir)
+			}
+			return nil, err
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = lis
+	}
+	s.srv.Start()
 	s.wg.Add(1)
 	go s.reaper()
 	return s, nil
@@ -257,6 +282,19 @@ func (s *Server) Sandbox(idOrName string) (Sandbox, bool) {
 	return s.dto(sb), true
 }
 
+// History returns the states a created sandbox has been through, for
+// tests that cannot count on seeing a short-lived one: its first and those
+// the server moved it to (a call that sets a state directly, such as a
+// stop, shows in the states that follow it).
+func (s *Server) History(idOrName string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.find(idOrName); sb != nil {
+		return append([]string(nil), sb.history...)
+	}
+	return nil
+}
+
 // State returns the state of a sandbox, "" when there is none.
 func (s *Server) State(id string) string {
 	s.mu.Lock()
@@ -267,10 +305,14 @@ func (s *Server) State(id string) string {
 	return ""
 }
 
-// statusWriter records the status of an answer.
+// statusWriter records the status of an answer, and what writeError needs
+// to know of its request: the envelope of an API error differs from the
+// daemon's.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	r      *http.Request
+	body   *bytes.Buffer // a copy of the answer's body, when recording
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -284,22 +326,43 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	if w.body != nil && w.body.Len() < maxRecorded {
+		w.body.Write(b[:min(len(b), maxRecorded-w.body.Len())])
+	}
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController (WebSocket hijacking) reach the
-// connection.
+// Unwrap lets http.ResponseController (WebSocket hijacking, flushing)
+// reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, r: r}
 		at := time.Now()
+		var reqBody []byte
+		if s.opts.Record {
+			sw.body = &bytes.Buffer{}
+			reqBody = teeBody(r)
+		}
 		defer func() {
 			s.mu.Lock()
 			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Status: sw.status, At: at})
+			if s.opts.Record {
+				s.exchanges = append(s.exchanges, Exchange{
+					Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: sw.status,
+					RequestType: r.Header.Get("Content-Type"), Request: reqBody,
+					ResponseType: sw.Header().Get("Content-Type"), Response: sw.body.Bytes(),
+				})
+			}
 			s.mu.Unlock()
 		}()
+		if strings.HasPrefix(r.URL.Path, previewPrefix) || strings.HasPrefix(r.URL.Path, signedPrefix) {
+			// The preview proxy has its own credentials: the sandbox's
+			// preview token, or a signed URL's.
+			next.ServeHTTP(sw, r)
+			return
+		}
 		authorized := r.Header.Get("Authorization") == "Bearer "+s.opts.APIKey
 		if f := s.takeFault(r); f != nil {
 			if f.AfterServing && authorized {
@@ -319,6 +382,41 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	})
 }
 
+// maxRecorded bounds each body an Exchange keeps.
+const maxRecorded = 1 << 20
+
+// teeBody returns the start of r's body and leaves the body readable.
+func teeBody(r *http.Request) []byte {
+	if r.Body == nil {
+		return nil
+	}
+	head, _ := io.ReadAll(io.LimitReader(r.Body, maxRecorded))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	return head
+}
+
+// Exchange is one request and its answer, kept when Options.Record is set:
+// the JSON bodies are what a schema check reads.
+type Exchange struct {
+	Method, Path string
+	Query        url.Values
+	Status       int
+	// RequestType and ResponseType are the Content-Type headers.
+	RequestType, ResponseType string
+	// Request and Response are the bodies, at most 1 MiB each.
+	Request, Response []byte
+}
+
+// Exchanges returns the exchanges recorded so far (Options.Record).
+func (s *Server) Exchanges() []Exchange {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Exchange(nil), s.exchanges...)
+}
+
 func (s *Server) takeFault(r *http.Request) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -334,18 +432,42 @@ func (s *Server) takeFault(r *http.Request) *Fault {
 	return nil
 }
 
-// writeError writes Daytona's error body.
+// writeError writes an error in the envelope of the part of Daytona that
+// answers: the API's {path, timestamp, statusCode, error, message}, or the
+// toolbox daemon's {statusCode, message, code, timestamp, path, method,
+// source}, whose code and source the SDKs map onto their error types.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{
+	writeCodedError(w, status, "", msg)
+}
+
+// writeCodedError is writeError with the daemon's machine-readable code
+// ("" derives it from the status).
+func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
+	var r *http.Request
+	if sw, ok := w.(*statusWriter); ok {
+		r = sw.r
+	}
+	body := map[string]any{
 		"statusCode": status,
-		"error":      http.StatusText(status),
 		"message":    msg,
-		"timestamp":  time.Now().UTC().Format(time.RFC3339),
-	})
+		"timestamp":  time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	if r != nil {
+		body["path"] = r.URL.Path
+	}
+	if r != nil && strings.HasPrefix(r.URL.Path, toolboxPrefix) {
+		if code == "" {
+			code = strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+		}
+		body["code"], body["method"], body["source"] = code, r.Method, "DAYTONA_DAEMON"
+	} else {
+		body["error"] = http.StatusText(status)
+	}
+	writeJSON(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,14 @@ func TestSessionLogIsMarkedLines(t *testing.T) {
 	if json.Unmarshal(body, &res); code != http.StatusOK || res.ExitCode == nil || *res.ExitCode != 3 {
 		t.Fatalf("sync exec: %d %s", code, body)
 	}
-	_, raw := api(t, srv, "GET", base+"/process/session/s1/command/"+res.CmdID+"/logs", key, nil, http.Header{"X-Daytona-Split-Output": {"true"}})
+	// A client that asks for the split gets the daemon's JSON: the marked
+	// log, and each stream apart.
+	_, body = api(t, srv, "GET", base+"/process/session/s1/command/"+res.CmdID+"/logs", key, nil, http.Header{"X-Daytona-Split-Output": {"true"}})
+	var logs struct{ Output, Stdout, Stderr string }
+	if err := json.Unmarshal(body, &logs); err != nil || logs.Stdout != "ab\n" || logs.Stderr != "err\n" {
+		t.Errorf("split logs %s (%v): want stdout ab, stderr err", body, err)
+	}
+	raw := []byte(logs.Output)
 	if !bytes.Contains(raw, []byte("\x01\x01\x01ab\n")) || !bytes.Contains(raw, []byte("\x02\x02\x02err\n")) || len(raw) != len("\x01\x01\x01ab\n\x02\x02\x02err\n") {
 		t.Errorf("raw log %q: want the lines ab and err, marked, NUL dropped, newlines added", raw)
 	}
@@ -132,8 +140,10 @@ func TestStatesAndRefusals(t *testing.T) {
 	if json.Unmarshal(body, &sb); code != http.StatusOK || sb.State != "pending_build" {
 		t.Fatalf("create from an image: %d %s, want pending_build", code, body)
 	}
-	waitState(t, srv, sb.ID, "building_snapshot")
 	waitState(t, srv, sb.ID, "started")
+	if h := srv.History(sb.ID); !slices.Equal(h, []string{"pending_build", "building_snapshot", "creating", "started"}) {
+		t.Errorf("states of a build: %v", h)
+	}
 
 	code, body = api(t, srv, "POST", srv.URL()+"/sandbox", key, map[string]any{"disk": 2}, nil)
 	if code != http.StatusBadRequest || !strings.Contains(string(body), "Total disk limit exceeded. Maximum allowed: 4GiB.") {

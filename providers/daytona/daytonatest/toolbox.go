@@ -131,7 +131,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 	sess.cmds[c.id] = c
 	s.mu.Unlock()
 	if req.RunAsync || req.Async {
-		writeJSON(w, http.StatusAccepted, map[string]any{"cmdId": c.id})
+		writeJSON(w, http.StatusAccepted, map[string]any{"cmdId": c.id, "output": nil, "stdout": nil, "stderr": nil, "exitCode": nil})
 		return
 	}
 	for {
@@ -141,8 +141,18 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 			return
 		}
 		if exit != nil {
-			out := string(bytes.ReplaceAll(bytes.ReplaceAll(data, markOut, nil), markErr, nil))
-			writeJSON(w, http.StatusOK, map[string]any{"cmdId": c.id, "output": out, "exitCode": *exit})
+			out := map[string]any{"cmdId": c.id, "exitCode": *exit, "stdout": nil, "stderr": nil}
+			v := sdkVersion(r.Header)
+			switch {
+			case combinedOutput(v, r.Header):
+				out["output"] = string(stripMarks(data))
+			case skipServerDemux(v):
+				out["output"] = string(data)
+			default:
+				stdout, stderr := demux(data)
+				out["output"], out["stdout"], out["stderr"] = string(data), string(stdout), string(stderr)
+			}
+			writeJSON(w, http.StatusOK, out)
 			return
 		}
 		select {
@@ -170,28 +180,38 @@ func (s *Server) commandInput(w http.ResponseWriter, r *http.Request, c *command
 		return
 	}
 	if exit := c.log.exitCode(); exit != nil {
-		writeError(w, http.StatusGone, fmt.Sprintf("command has already completed with exit code %d", *exit))
+		writeCodedError(w, http.StatusGone, "COMMAND_ALREADY_COMPLETED", fmt.Sprintf("command has already completed with exit code %d", *exit))
 		return
 	}
 	if err := c.input(req.Data); err != nil {
-		writeError(w, http.StatusGone, "failed to write to input pipe: "+err.Error())
+		writeCodedError(w, http.StatusGone, "COMMAND_ALREADY_COMPLETED", "failed to write to input pipe: "+err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// commandLogs answers the whole log, or follows it over a WebSocket. With
-// X-Daytona-Split-Output the log keeps its markers; otherwise they are
-// stripped, stdout and stderr merged.
+// commandLogs answers the whole log, or follows it over a WebSocket, in
+// the form the daemon picks from the client's SDK version
+// (X-Daytona-SDK-Version): SDKs before 0.27, and clients that name no
+// version and do not ask for X-Daytona-Split-Output, get stdout and stderr
+// merged with the markers stripped; newer SDKs and clients that ask for the
+// split get the marked log, whole logs as JSON {output, stdout, stderr}
+// (plain marked text for SDKs before 0.163, which split it themselves).
 func (s *Server) commandLogs(w http.ResponseWriter, r *http.Request, c *command) {
-	split := r.Header.Get("X-Daytona-Split-Output") == "true"
+	v := sdkVersion(r.Header)
+	combined := combinedOutput(v, r.Header)
 	if r.Header.Get("Upgrade") == "websocket" {
-		s.followLogs(w, r, c, split)
+		s.followLogs(w, r, c, !combined)
 		return
 	}
 	data, _, _, _ := c.log.since(0)
-	if !split {
-		data = bytes.ReplaceAll(bytes.ReplaceAll(data, markOut, nil), markErr, nil)
+	switch {
+	case combined:
+		data = stripMarks(data)
+	case !skipServerDemux(v):
+		stdout, stderr := demux(data)
+		writeJSON(w, http.StatusOK, map[string]string{"output": string(data), "stdout": string(stdout), "stderr": string(stderr)})
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write(data)
@@ -237,7 +257,7 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, c *command, 
 			}
 			out := data[:n]
 			if !split {
-				out = bytes.ReplaceAll(bytes.ReplaceAll(out, markOut, nil), markErr, nil)
+				out = stripMarks(out)
 			}
 			if err := conn.Write(ctx, websocket.MessageBinary, out); err != nil {
 				return

@@ -162,7 +162,9 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 func (c *Client) PlainClient() *http.Client { return c.plain }
 
 // CloseIdleConnections releases the transport's idle connections.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+// The authenticating wrapper has no such method, so it goes to the base
+// transport, which both clients share.
+func (c *Client) CloseIdleConnections() { c.plain.CloseIdleConnections() }
 
 // origin is scheme://host:port, lower case, with the scheme's default port
 // spelt out, so that https://h and https://h:443 are one origin.

@@ -191,3 +191,25 @@ func TestBodiesAreBounded(t *testing.T) {
 		t.Errorf("error answer: class %v, %d bytes of text", types.ClassOf(err), len(err.Error()))
 	}
 }
+
+// idleCounter is a transport that counts CloseIdleConnections calls.
+type idleCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *idleCounter) CloseIdleConnections() { c.closed++ }
+
+// CloseIdleConnections reaches the caller's transport through the
+// authenticating wrapper: a provider's Close must release its sockets.
+func TestCloseIdleConnectionsReachesTheTransport(t *testing.T) {
+	tr := &idleCounter{RoundTripper: http.DefaultTransport}
+	c, err := New(Options{Name: "t", HTTPClient: &http.Client{Transport: tr}, Origins: []string{"http://127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	if tr.closed != 1 {
+		t.Fatalf("the transport's idle connections were closed %d times, want 1", tr.closed)
+	}
+}

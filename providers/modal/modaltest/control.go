@@ -96,6 +96,7 @@ type image struct {
 	lines   []string
 	result  *pb.GenericResult // nil until the build has run
 	log     []string
+	tree    string // a file system snapshot's copy of "/"; "" for a build
 }
 
 func (c *control) ImageGetOrCreate(_ context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
@@ -188,6 +189,9 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 	case def.GetWorkdir() != "" && !strings.HasPrefix(def.GetWorkdir(), "/"):
 		return nil, status.Error(codes.InvalidArgument, "workdir must be an absolute path")
 	}
+	if err := checkNetworkAccess(def.GetNetworkAccess()); err != nil {
+		return nil, err
+	}
 	tags := map[string]string{}
 	for _, t := range req.GetTags() {
 		tags[t.GetTagName()] = t.GetTagValue()
@@ -201,7 +205,7 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 			vars[k] = v
 		}
 	}
-	sb, err := c.s.newSandbox(a, im.id, def, tags, vars)
+	sb, err := c.s.newSandbox(a, im, def, tags, vars)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,14 @@
 //     paths. They see only the sandbox's and the command's environment plus
 //     a PATH. A missing program exits 127. It isolates nothing: it is a test
 //     double, not a sandbox.
+//   - Outbound network policy: SandboxCreateV2 refuses allowlist entries
+//     that are not CIDRs or domain names (wildcard "*." prefix allowed) and
+//     entries outside allowlist mode; the policy is recorded in the
+//     definition, not enforced (commands share the host's network).
+//   - File system snapshots: TaskSnapshotFilesystem (through the router)
+//     copies the running sandbox's tree into a new image, idempotent by the
+//     client's snapshot ID; ImageFromId answers for it, and a sandbox
+//     created from it starts with that tree.
 //   - The SDK's file calls exec /__modal/.bin/modal-sandbox-fs-tools with a
 //     JSON command; the server runs that tool itself (ListFiles, Stat,
 //     ReadFile, WriteFile, MakeDirectory, Remove) through os.Root on the
@@ -49,6 +57,6 @@
 //
 // Faults are steered at run time: Throttle (RESOURCE_EXHAUSTED carrying the
 // protocol's RPCRetryPolicy retry hint), Quota (RESOURCE_EXHAUSTED without
-// one), FailBuild, DropStreams (exec output streams cut with UNAVAILABLE
+// one), Unavailable (UNAVAILABLE, an unreachable worker), FailBuild, DropStreams (exec output streams cut with UNAVAILABLE
 // mid-command). Calls records every call for assertions.
 package modaltest

@@ -18,6 +18,7 @@ type faults struct {
 	mu        sync.Mutex
 	throttles map[string]*throttleFault
 	quotas    map[string]*quotaFault
+	outages   map[string]int          // calls still to fail UNAVAILABLE, by method
 	builds    map[string]BuildFailure // by image reference
 	dropAfter int                     // cut exec output streams after this many bytes; 0: never
 	drops     int                     // streams cut so far
@@ -44,6 +45,7 @@ func newFaults() faults {
 	return faults{
 		throttles: map[string]*throttleFault{},
 		quotas:    map[string]*quotaFault{},
+		outages:   map[string]int{},
 		builds:    map[string]BuildFailure{},
 	}
 }
@@ -69,6 +71,14 @@ func (s *Server) Quota(method string, n int, msg string) {
 		return
 	}
 	s.faults.quotas[method] = &quotaFault{n: n, msg: msg}
+}
+
+// Unavailable makes the next n calls of method fail with UNAVAILABLE, as
+// an unreachable worker does; clients retry it as transient.
+func (s *Server) Unavailable(method string, n int) {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.outages[method] = n
 }
 
 // FailBuild makes builds of the image reference fail (until cleared with a
@@ -111,6 +121,10 @@ func (f *faults) inject(method string) error {
 			return status.Error(codes.Internal, err.Error())
 		}
 		return st.Err()
+	}
+	if f.outages[method] > 0 {
+		f.outages[method]--
+		return status.Error(codes.Unavailable, "worker unreachable (injected)")
 	}
 	if q := f.quotas[method]; q != nil && q.n != 0 {
 		if q.n > 0 {

@@ -20,13 +20,22 @@ type router struct {
 // chunkSize bounds one output message.
 const chunkSize = 64 << 10
 
-// exec finds a task's exec after checking the caller's bearer token.
-func (r *router) exec(ctx context.Context, taskID, execID string) (*proc, error) {
+// task finds a task's sandbox after checking the caller's bearer token.
+func (r *router) task(ctx context.Context, taskID string) (*sandbox, error) {
 	sb, err := r.s.sandboxByTask(taskID)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkRouterAuth(ctx, sb); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// exec finds a task's exec after checking the caller's bearer token.
+func (r *router) exec(ctx context.Context, taskID, execID string) (*proc, error) {
+	sb, err := r.task(ctx, taskID)
+	if err != nil {
 		return nil, err
 	}
 	sb.mu.Lock()
@@ -39,11 +48,8 @@ func (r *router) exec(ctx context.Context, taskID, execID string) (*proc, error)
 }
 
 func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest) (*pb.TaskExecStartResponse, error) {
-	sb, err := r.s.sandboxByTask(req.GetTaskId())
+	sb, err := r.task(ctx, req.GetTaskId())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRouterAuth(ctx, sb); err != nil {
 		return nil, err
 	}
 	switch {

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/berth-sh/berth/internal/busyroot"
 )
 
 // sandbox is one V2 sandbox: a directory tree and the commands run in it.
@@ -37,7 +39,7 @@ type sandbox struct {
 	execs  map[string]*proc
 }
 
-func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars map[string]string) (*sandbox, error) {
+func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[string]string) (*sandbox, error) {
 	id := "sb-v2-" + randomID(20)
 	sb := &sandbox{
 		s:       s,
@@ -45,7 +47,7 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 		taskID:  "ta-" + randomID(22),
 		appID:   a.id,
 		env:     a.env,
-		imageID: imageID,
+		imageID: im.id,
 		def:     proto.Clone(def).(*pb.Sandbox),
 		vars:    vars,
 		tags:    tags,
@@ -55,7 +57,17 @@ func (s *Server) newSandbox(a *app, imageID string, def *pb.Sandbox, tags, vars 
 	}
 	sb.root = filepath.Join(sb.dir, "root")
 	// The image is the host (or busybox, in chroot mode), with a tree where
-	// /tmp and the workdir exist.
+	// /tmp and the workdir exist; a snapshot's image brings the tree it
+	// saved.
+	if im.tree != "" {
+		if err := os.MkdirAll(sb.root, 0o755); err != nil {
+			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
+		}
+		if err := busyroot.Copy(im.tree, sb.root); err != nil {
+			_ = os.RemoveAll(sb.dir)
+			return nil, status.Errorf(codes.Internal, "restoring the snapshot's tree: %v", err)
+		}
+	}
 	for _, d := range []string{"tmp", strings.TrimPrefix(def.GetWorkdir(), "/")} {
 		if err := os.MkdirAll(filepath.Join(sb.root, filepath.FromSlash(d)), 0o755); err != nil {
 			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ type Server struct {
 	apps        map[string]*app      // by environment + "/" + name
 	images      map[string]*image    // by Dockerfile text
 	imagesByID  map[string]*image
+	snapshots   map[string]string   // file system snapshots' image IDs, by the client's snapshot ID
 	sandboxes   map[string]*sandbox // by sandbox ID
 	tasks       map[string]*sandbox // by task ID
 	lastCreated float64
@@ -90,6 +92,7 @@ func Start(opts Options) (*Server, error) {
 		apps:       map[string]*app{},
 		images:     map[string]*image{},
 		imagesByID: map[string]*image{},
+		snapshots:  map[string]string{},
 		sandboxes:  map[string]*sandbox{},
 		tasks:      map[string]*sandbox{},
 		calls:      map[string][]Call{},
@@ -169,7 +172,8 @@ func (s *Server) Close() error {
 
 func (s *Server) cleanupDir() error {
 	if !s.removeDir {
-		return nil
+		// Snapshots' trees are the server's own, wherever they are.
+		return os.RemoveAll(filepath.Join(s.dir, "images"))
 	}
 	return os.RemoveAll(s.dir)
 }
