@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -109,6 +111,9 @@ func gymScripts(tasksPath string) map[string]func(*tito.Codec) (testengine.Scrip
 }
 
 func (a *app) runGymRollout(ctx context.Context, cfg rollout.GymConfig, sv sessionSetup, asJSON bool) error {
+	if u, err := url.Parse(cfg.URL); err == nil && sv.url == "" && sv.external == "" && loopback(sv.addr) && !loopback(net.JoinHostPort(u.Hostname(), "0")) {
+		fmt.Fprintf(a.stderr, "berth: warning: the session server listens on %s, which %s cannot reach; give --session-addr 0.0.0.0:PORT and --external-url http://THIS-HOST:PORT\n", sv.addr, u.Host)
+	}
 	ctx, stop := a.interruptible(ctx)
 	defer stop()
 	ss, err := a.sessions(ctx, sv)
