@@ -373,7 +373,9 @@ func TestGymCancel(t *testing.T) {
 // 0, AgentError, and keeps the samples.
 func TestGymRunBody(t *testing.T) {
 	const key = "berth_gymbody0123456789abcdef"
-	script := func(c testengine.Call) testengine.Reply { return testengine.Reply{Text: policy.BashAnswer("go", "echo 042")} }
+	script := func(c testengine.Call) testengine.Reply {
+		return testengine.Reply{Text: policy.BashAnswer("go", "echo 042")}
+	}
 	pe := rollouttest.NewKeyedPolicyEngine(t, script, key)
 	g, gymURL := newFakeGym(t, map[string]func(int) string{"err-1": func(int) string { return "gym-error" }})
 	lines := []string{
