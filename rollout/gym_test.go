@@ -82,6 +82,10 @@ func (g *fakeGym) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "422":
 		http.Error(w, `{"detail":"instance_id: field required"}`, http.StatusUnprocessableEntity)
 		return
+	case "echo": // a 422 that repeats the request, as FastAPI's can
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		w.Write(raw)
+		return
 	case "drop": // the connection breaks before an answer
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close()
@@ -370,20 +374,22 @@ func TestGymCancel(t *testing.T) {
 // (the external URL) and the session server's key; a policy_base_url or
 // policy_api_key in the task file is replaced. A line in Miles's format
 // sends its metadata. A Gym that reports an error in metadata gives reward
-// 0, AgentError, and keeps the samples.
+// 0, AgentError, and keeps the samples. A Gym that repeats the request in
+// an error puts no key into the results.
 func TestGymRunBody(t *testing.T) {
 	const key = "berth_gymbody0123456789abcdef"
 	script := func(c testengine.Call) testengine.Reply {
 		return testengine.Reply{Text: policy.BashAnswer("go", "echo 042")}
 	}
 	pe := rollouttest.NewKeyedPolicyEngine(t, script, key)
-	g, gymURL := newFakeGym(t, map[string]func(int) string{"err-1": func(int) string { return "gym-error" }})
+	g, gymURL := newFakeGym(t, map[string]func(int) string{"err-1": func(int) string { return "gym-error" }, "echo-2": func(int) string { return "echo" }})
 	lines := []string{
 		`{"instance_id":"inst-0","problem_statement":"p0","want":"echo 042","repo":"django/django","FAIL_TO_PASS":["a"],"extra":{"k":1},` +
 			`"responses_create_params":{"input":[{"role":"user","content":"hi"}],"temperature":0.2,"metadata":{"x":"y"}},` +
 			`"policy_base_url":"http://evil.example/v1","policy_api_key":"stolen"}`,
 		``,
 		`{"prompt":"p1","metadata":{"instance_id":"err-1","problem_statement":"p1","subset":"gym","split":"train"}}`,
+		`{"instance_id":"echo-2","problem_statement":"p2"}`,
 	}
 	tasks := filepath.Join(t.TempDir(), "tasks.jsonl")
 	os.WriteFile(tasks, []byte(strings.Join(lines, "\n")), 0o644)
@@ -396,7 +402,7 @@ func TestGymRunBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g.bodies) != 2 {
+	if len(g.bodies) != 3 {
 		t.Fatalf("%d /run calls", len(g.bodies))
 	}
 	bodies := map[string]map[string]json.RawMessage{}
@@ -444,7 +450,18 @@ func TestGymRunBody(t *testing.T) {
 		s.Metadata.EvalReport["error"] != "sandbox create failed: 503" || bad.r.ExceptionInfo == nil || bad.r.ExceptionInfo.ExceptionType != string(trial.AgentError) {
 		t.Fatalf("Gym's error: %s %v %s %v %+v", s.Status, *s.Reward, s.Metadata.ExitStatus, s.Metadata.EvalReport, bad.r.ExceptionInfo)
 	}
-	if res.Rollout.MeanReward != 0.5 {
+	echo := got["echo-2"][0].s[0]
+	if echo.Status != "ABORTED" || !strings.Contains(echo.Metadata.AbortReason, `"policy_api_key":"[policy_api_key]"`) {
+		t.Fatalf("a 422 repeating the request: %s %q", echo.Status, echo.Metadata.AbortReason)
+	}
+	// The session server's key is nowhere in what the rollout wrote.
+	filepath.WalkDir(jobs, func(p string, d os.DirEntry, err error) error {
+		if b, _ := os.ReadFile(p); err == nil && !d.IsDir() && bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s holds the session server's key", p)
+		}
+		return nil
+	})
+	if res.Rollout.MeanReward != 1.0/3 {
 		t.Fatalf("mean reward %v", res.Rollout.MeanReward)
 	}
 }

@@ -251,6 +251,12 @@ func (g *gymJob) post(ctx context.Context, body []byte) (*gymReply, []byte, erro
 	if int64(len(data)) > g.cfg.MaxReplyBytes {
 		return nil, nil, sandbox.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "NeMo Gym /run: the answer is over %d bytes", g.cfg.MaxReplyBytes))
 	}
+	// What Gym says goes into errors, logs and files: never the session
+	// server's key, which a server echoing its request (a 422 with the
+	// body) would repeat.
+	if k := g.opts.Sessions.APIKey; k != "" {
+		data = bytes.ReplaceAll(data, []byte(k), []byte("[policy_api_key]"))
+	}
 	if res.StatusCode >= 500 {
 		return nil, nil, sandbox.Errorf(sandbox.Unavailable, "NeMo Gym /run: %d: %s", res.StatusCode, excerpt(data))
 	}

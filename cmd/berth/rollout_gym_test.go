@@ -231,14 +231,17 @@ func checkGymBodies(t *testing.T, gym *recorder, external string) {
 }
 
 // startPrinting starts a server process and returns the rest of its first
-// stdout line starting with prefix; the process is stopped at cleanup.
+// stdout line starting with prefix; the process is stopped at cleanup. Its
+// stderr is the test's unless cmd sets one.
 func startPrinting(t *testing.T, cmd *exec.Cmd, prefix string) string {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +277,7 @@ func TestRolloutGymInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := exec.Command(bin, "session-server", "--engine", "test:", "--model-family", "qwen3", "--tokenizer", tok, "--addr", "127.0.0.1:0")
+	srv.Stderr = io.Discard
 	var base string
 	fmt.Sscanf(startPrinting(t, srv, "# berth session-server: "), "%s", &base)
 
