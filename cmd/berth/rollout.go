@@ -39,7 +39,8 @@ The session server runs in process, taking the session server's flags
 (--engine, --tokenizer, --model-family, ...), or is an existing one
 (--session-server URL, key from --session-api-key-file). --engine
 test:golden is a scripted policy that answers each task with its own
-solution, for trying rollouts without a GPU.
+solution (test:wrong with commands that solve nothing), for trying
+rollouts without a GPU.
 
 Each trial directory gets samples.safetensors (Miles's wire format) and
 samples.jsonl (what berth view shows), whose samples carry the reward,
@@ -62,7 +63,8 @@ reward and metadata become the sample's reward and eval_report. Transport
 errors and 5xx are tried 3 times, 1-5 s apart; a sample gets
 --sample-timeout in all, after which its samples are ABORTED. With
 --engine, the session server in process listens on --session-addr and
-takes a fresh key, handed to Gym.
+takes a fresh key, handed to Gym. Its test:golden runs each line's
+"solution" field, in mini-swe-agent's format.
 
 Ctrl-C tears every sandbox down and deletes every session.`,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
