@@ -26,7 +26,7 @@ import (
 type templates struct {
 	s      *Server
 	opts   TemplateBuildOptions
-	dir    string // uploads/ and work/
+	dir    string // uploads/ and work/; made by the first request
 	ownDir bool
 	secret []byte // signs upload URLs
 	ctx    context.Context
@@ -138,20 +138,30 @@ func newTemplates(s *Server) (*templates, error) {
 	s.m.reg.MustRegister(t.builds)
 	t.secret = make([]byte, 32)
 	_, _ = rand.Read(t.secret)
-	if t.opts.Dir == "" {
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	return t, nil
+}
+
+// makeDir makes the directory of uploads and builds on the first template
+// request, so that a server nobody builds on writes nothing. Call with mu
+// held; every later use of dir follows a request (and mu).
+func (t *templates) makeDir() error {
+	switch {
+	case t.dir != "":
+		return nil
+	case t.opts.Dir == "":
 		d, err := os.MkdirTemp("", "berth-serve-templates-")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t.dir, t.ownDir = d, true
-	} else {
+	default:
 		if err := os.MkdirAll(t.opts.Dir, 0o700); err != nil {
-			return nil, err
+			return err
 		}
 		t.dir = t.opts.Dir
 	}
-	t.ctx, t.cancel = context.WithCancel(context.Background())
-	return t, nil
+	return nil
 }
 
 // close cancels builds in flight, waits for them and removes a directory
@@ -162,6 +172,8 @@ func (t *templates) close() {
 	t.mu.Unlock()
 	t.cancel()
 	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ownDir {
 		_ = os.RemoveAll(t.dir)
 	}
@@ -205,6 +217,9 @@ func (t *templates) request(keyID, name string, tags []string) (*template, *buil
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, nil, http.StatusServiceUnavailable, sandbox.Errorf(sandbox.Unavailable, "the server is shutting down")
+	}
+	if err := t.makeDir(); err != nil {
+		return nil, nil, http.StatusInternalServerError, err
 	}
 	tm := t.byAlias[alias]
 	if tm != nil && tm.keyID != keyID {

@@ -315,3 +315,38 @@ func TestTemplateBounds(t *testing.T) {
 		t.Fatalf("sandboxes left: %+v %v", infos, err)
 	}
 }
+
+// TestTemplateFromTemplate: a template built from another (fromTemplate)
+// starts from its image; a run command with a user runs as that user and
+// leaves the next step's user alone; another key's template is not a
+// base.
+func TestTemplateFromTemplate(t *testing.T) {
+	e := newLocalEnv(t, nil)
+	parent := "parent-" + newID()[:8]
+	tid, bid := e.buildTemplate(testKey, parent, templateStep{Type: "RUN", Args: []string{"echo from the parent > /parent.txt"}})
+	if bi := e.waitBuild(testKey, tid, bid); bi.Status != statusReady {
+		t.Fatalf("parent: %s %+v", bi.Status, bi.Reason)
+	}
+	child := parent + "-child"
+	steps := []templateStep{
+		{Type: "RUN", Args: []string{"cat /parent.txt > /tmp/child.txt; id -u > /tmp/uid-step", "nobody"}},
+		{Type: "RUN", Args: []string{"id -u > /tmp/uid-after"}},
+	}
+	otid, obid := e.requestTemplate(otherKey, "other-"+child)
+	if r := e.startTemplateBuild(otherKey, otid, obid, buildStart{FromTemplate: parent, Steps: steps}); r.status != http.StatusForbidden {
+		t.Fatalf("another key's template as a base: %d %s", r.status, r.body)
+	}
+	tid, bid = e.requestTemplate(testKey, child)
+	if r := e.startTemplateBuild(testKey, tid, bid, buildStart{FromTemplate: parent, Steps: steps}); r.status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	if bi := e.waitBuild(testKey, tid, bid); bi.Status != statusReady {
+		t.Fatalf("child: %s %+v\n%s", bi.Status, bi.Reason, logText(bi.LogEntries))
+	}
+	sb := e.create(testKey, map[string]any{"templateID": child})
+	defer e.call("DELETE", "/sandboxes/"+sb.SandboxID, testKey, nil, nil)
+	out, err := e.shellIn(sb, "cat /tmp/child.txt /tmp/uid-step /tmp/uid-after")
+	if err != nil || out != "from the parent\n65534\n0\n" {
+		t.Fatalf("the child's sandbox reads %q, %v", out, err)
+	}
+}
