@@ -65,7 +65,14 @@ func (t *templates) run(keyID string, b *build, r *recipe) {
 	for _, tag := range b.tags {
 		tm.tags[tag] = b
 	}
-	t.key(keyID).built[b.digest] = out
+	k := t.key(keyID)
+	if len(k.built) >= maxContentCache {
+		for d := range k.built { // any one: a miss only rebuilds
+			delete(k.built, d)
+			break
+		}
+	}
+	k.built[b.digest] = out
 	t.s.log.Info("template built", "template", tm.alias, "build", b.id, "key", keyID, "image", out.image, "result", result, "duration", time.Since(start))
 }
 

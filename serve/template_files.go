@@ -34,8 +34,8 @@ import (
 // An upload is checked as the build will use it: unpacked with the bounds
 // (MaxUnpackedBytes, MaxFiles) through package hosttar, which refuses
 // absolute names, ".." elements and symlinks leading out, into a scratch
-// directory that is removed at once. A build unpacks it again, the same
-// way, into its own context.
+// directory that is removed at once, one upload at a time. A build unpacks
+// it again, the same way, into its own context.
 
 // uploadURLLife is how long a signed upload URL is good for.
 const uploadURLLife = time.Hour
@@ -128,12 +128,20 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "template %q not found", tid)
 		return
 	}
+	if s.tpl.present(tm.keyID, hash) {
+		w.WriteHeader(http.StatusOK) // the hash names the same files: nothing to read
+		return
+	}
 	limit := s.tpl.opts.MaxUploadBytes
 	if r.ContentLength > limit {
 		writeError(w, http.StatusRequestEntityTooLarge, "the archive of %d bytes is over this server's limit of %s per upload", r.ContentLength, hosttar.FormatBytes(limit))
 		return
 	}
-	status, err := s.tpl.store(r.Context(), tm.keyID, hash, http.MaxBytesReader(w, r.Body, limit))
+	size := r.ContentLength // the SDK sends it; a chunked body may take the limit
+	if size < 0 {
+		size = limit
+	}
+	status, err := s.tpl.store(r.Context(), tm.keyID, hash, size, http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		writeError(w, status, "%v", err)
 		return
@@ -141,9 +149,24 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// store keeps body as the key's archive of hash once it passes the
-// checks; the status is that of the error.
-func (t *templates) store(ctx context.Context, keyID, hash string, body io.Reader) (int, error) {
+// store keeps body, of at most size bytes, as the key's archive of hash
+// once it passes the checks; the status is that of the error. Uploads in
+// flight count against the key's storage as their size says, so that
+// parallel ones cannot pass it either.
+func (t *templates) store(ctx context.Context, keyID, hash string, size int64, body io.Reader) (int, error) {
+	t.mu.Lock()
+	k := t.key(keyID)
+	if k.stored+k.pending+size > t.opts.MaxStoredBytesPerKey {
+		t.mu.Unlock()
+		return http.StatusInsufficientStorage, sandbox.Errorf(sandbox.ResourceExhausted, "this API key's uploads would pass the %s this server keeps per key", hosttar.FormatBytes(t.opts.MaxStoredBytesPerKey))
+	}
+	k.pending += size
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		k.pending -= size
+		t.mu.Unlock()
+	}()
 	dir := filepath.Dir(t.uploadPath(keyID, hash))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return http.StatusInternalServerError, err
@@ -173,12 +196,8 @@ func (t *templates) store(ctx context.Context, keyID, hash string, body io.Reade
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := t.key(keyID)
 	if _, ok := k.uploads[hash]; ok {
 		return http.StatusOK, nil // uploaded meanwhile; the hash names the same files
-	}
-	if k.stored+n > t.opts.MaxStoredBytesPerKey {
-		return http.StatusInsufficientStorage, sandbox.Errorf(sandbox.ResourceExhausted, "this API key's uploads would pass the %s this server keeps per key", hosttar.FormatBytes(t.opts.MaxStoredBytesPerKey))
 	}
 	if err := os.Rename(f.Name(), t.uploadPath(keyID, hash)); err != nil {
 		return http.StatusInternalServerError, err
@@ -188,8 +207,16 @@ func (t *templates) store(ctx context.Context, keyID, hash string, body io.Reade
 	return http.StatusOK, nil
 }
 
-// check unpacks an archive into a scratch directory with the bounds.
+// check unpacks an archive into a scratch directory with the bounds,
+// one archive at a time (checks), so that scratch space stays within
+// MaxUnpackedBytes however many uploads arrive at once.
 func (t *templates) check(ctx context.Context, f io.Reader) error {
+	select {
+	case t.checks <- struct{}{}:
+		defer func() { <-t.checks }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	scratch, err := os.MkdirTemp(filepath.Join(t.dir, "uploads"), ".check-*")
 	if err != nil {
 		return err

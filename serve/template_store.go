@@ -31,7 +31,8 @@ type templates struct {
 	secret []byte // signs upload URLs
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // builds and start commands in flight
+	wg     sync.WaitGroup // builds in flight
+	checks chan struct{}  // one upload check at a time
 	builds *prometheus.CounterVec
 
 	mu      sync.Mutex
@@ -47,6 +48,7 @@ type keyTemplates struct {
 	active    int              // builds started and not finished
 	uploads   map[string]int64 // files hash -> archive bytes
 	stored    int64
+	pending   int64                 // bytes of uploads in flight
 	built     map[string]builtImage // content digest -> image: the key's cache
 }
 
@@ -106,9 +108,15 @@ const (
 // by bare alias runs.
 const defaultTag = "default"
 
-// maxBuildsKept bounds the builds remembered per template; older finished
-// (or never started) ones are forgotten, the ones tags name excepted.
-const maxBuildsKept = 16
+// Bounds of what the server remembers: builds per template (older
+// finished or never started ones are forgotten, the ones tags name
+// excepted), tags per build, and built contents per key (the content
+// cache; past it an entry is dropped, which costs a rebuild).
+const (
+	maxBuildsKept   = 16
+	maxTags         = 16
+	maxContentCache = 256
+)
 
 var (
 	aliasRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
@@ -128,7 +136,7 @@ func parseName(name string) (alias, tag string, err error) {
 }
 
 func newTemplates(s *Server) (*templates, error) {
-	t := &templates{s: s, opts: s.opts.TemplateBuilds, byAlias: map[string]*template{}, byID: map[string]*template{}, keys: map[string]*keyTemplates{}}
+	t := &templates{s: s, opts: s.opts.TemplateBuilds, checks: make(chan struct{}, 1), byAlias: map[string]*template{}, byID: map[string]*template{}, keys: map[string]*keyTemplates{}}
 	if err := t.opts.fill(); err != nil {
 		return nil, err
 	}
@@ -200,6 +208,9 @@ func (t *templates) request(keyID, name string, tags []string) (*template, *buil
 	if tag != "" {
 		tags = append(tags, tag)
 	}
+	if len(tags) > maxTags {
+		return nil, nil, http.StatusBadRequest, sandbox.Errorf(sandbox.InvalidArgument, "%d tags; a build takes at most %d", len(tags), maxTags)
+	}
 	for _, tg := range tags {
 		if !tagRe.MatchString(tg) {
 			return nil, nil, http.StatusBadRequest, sandbox.Errorf(sandbox.InvalidArgument, "template tag %q: want letters, digits, '.', '_' and '-'", tg)
@@ -222,6 +233,10 @@ func (t *templates) request(keyID, name string, tags []string) (*template, *buil
 		return nil, nil, http.StatusInternalServerError, err
 	}
 	tm := t.byAlias[alias]
+	if tm == nil && t.byID[alias] != nil {
+		// Creates name templates by alias or ID: one name, one template.
+		return nil, nil, http.StatusConflict, sandbox.Errorf(sandbox.AlreadyExists, "template name %q is the ID of another template", alias)
+	}
 	if tm != nil && tm.keyID != keyID {
 		return nil, nil, http.StatusForbidden, sandbox.Errorf(sandbox.InvalidArgument, "template alias %q belongs to another API key", alias)
 	}
@@ -259,18 +274,23 @@ func (b *build) running() bool {
 	return b.started && (b.status == statusWaiting || b.status == statusBuilding)
 }
 
+// find returns the template by ID or alias, whoever owns it, or nil.
+// Call with mu held.
+func (t *templates) find(idOrAlias string) *template {
+	if tm := t.byID[idOrAlias]; tm != nil {
+		return tm
+	}
+	return t.byAlias[idOrAlias]
+}
+
 // owned returns the key's template by ID or alias, or nil.
 func (t *templates) owned(keyID, idOrAlias string) *template {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tm := t.byID[idOrAlias]
-	if tm == nil {
-		tm = t.byAlias[idOrAlias]
+	if tm := t.find(idOrAlias); tm != nil && tm.keyID == keyID {
+		return tm
 	}
-	if tm == nil || tm.keyID != keyID {
-		return nil
-	}
-	return tm
+	return nil
 }
 
 // buildOf returns the template's build by ID, or nil.
@@ -312,10 +332,7 @@ func (t *templates) image(keyID, name string) (img builtImage, found bool, statu
 	alias, tag, _ := strings.Cut(name, ":")
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tm := t.byAlias[alias]
-	if tm == nil {
-		tm = t.byID[alias]
-	}
+	tm := t.find(alias)
 	if tm == nil {
 		return builtImage{}, false, http.StatusNotFound, nil
 	}
@@ -339,10 +356,7 @@ func (t *templates) image(keyID, name string) (img builtImage, found bool, statu
 func (t *templates) remove(keyID, idOrAlias string) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tm := t.byID[idOrAlias]
-	if tm == nil {
-		tm = t.byAlias[idOrAlias]
-	}
+	tm := t.find(idOrAlias)
 	if tm == nil || tm.keyID != keyID {
 		return http.StatusNotFound, sandbox.Errorf(sandbox.NotFound, "template %q not found", idOrAlias)
 	}

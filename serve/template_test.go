@@ -50,6 +50,7 @@ func TestTemplateAlias(t *testing.T) {
 		{otherKey, alias + ":v2", http.StatusForbidden, "belongs to another API key"},
 		{testKey, DefaultTemplate, http.StatusForbidden, "this server's own"},
 		{testKey, "Upper/Case", http.StatusBadRequest, "lowercase"},
+		{otherKey, tid, http.StatusConflict, "is the ID of another template"},
 	} {
 		r := e.call("POST", "/v3/templates", c.key, map[string]any{"name": c.name}, nil)
 		if r.status != c.status || !strings.Contains(string(r.body), c.msg) {
@@ -279,6 +280,23 @@ func TestTemplateBounds(t *testing.T) {
 	want("4 files", r, http.StatusRequestEntityTooLarge, "more than the 3 files")
 	_, r = e.upload(otherKey, otid, gzipped(t, tartest.Build(t, tartest.File("zeros", strings.Repeat("\x00", 5000)))))
 	want("5000 bytes unpacked", r, http.StatusRequestEntityTooLarge, "unpacked pass this server's limit of 4 KiB")
+	// What a key keeps uploaded is bounded too (4 KiB here).
+	stored := 0
+	for i := range 6 {
+		chunk := make([]byte, 1000)
+		_, _ = rand.Read(chunk)
+		_, r = e.upload(otherKey, otid, gzipped(t, tartest.Build(t, tartest.File("f", string(chunk)))))
+		if r.status != http.StatusOK {
+			want("upload past 4 KiB stored", r, http.StatusInsufficientStorage, "4 KiB this server keeps per key")
+			break
+		}
+		if stored++; i == 5 {
+			t.Fatal("6 uploads of 1000 random bytes fit in 4 KiB")
+		}
+	}
+	if stored < 2 {
+		t.Fatalf("only %d uploads stored before the limit", stored)
+	}
 
 	// One build at a time per key: the second is 429 with Retry-After,
 	// and the first ends at the build time limit.
