@@ -266,7 +266,7 @@ func (t *templates) explain(r *recipe, err error) error {
 		}
 		raw := lines[n-1]
 		for _, cut := range []string{shorten(raw, 200), raw} {
-			msg = strings.Replace(msg, cut, sl.show, 1)
+			msg = strings.Replace(msg, cut, shorten(sl.show, 200), 1)
 		}
 	}
 	return stepError{step, sandbox.Classify(sandbox.ClassOf(err), fmt.Errorf("step %s: %s", step, msg))}

@@ -90,8 +90,14 @@ var (
 	filesHashRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// maxCmdBytes bounds one command, start command or ready command.
-const maxCmdBytes = 64 << 10
+// maxCmdBytes bounds one command, start command, ready command or env
+// value: recipes embed small archives in base64 in a command (the
+// OpenEnv recipe's reach 60 KB). maxDockerfileBytes is what the builder's
+// parser reads; the control plane's body limit comes first by default.
+const (
+	maxCmdBytes        = 256 << 10
+	maxDockerfileBytes = 1 << 20
+)
 
 // badStep is a step's InvalidArgument, naming it as the SDK counts.
 func badStep(i int, format string, args ...any) error {
@@ -211,6 +217,9 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 		}
 	}
 	r.dockerfile = strings.Join(df, "\n") + "\n"
+	if len(r.dockerfile) > maxDockerfileBytes-256 { // room for the force line
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "the template's steps make a Dockerfile of %d bytes; the builder reads at most %d", len(r.dockerfile), maxDockerfileBytes-256)
+	}
 	return r, nil
 }
 

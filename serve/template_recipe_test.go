@@ -139,6 +139,8 @@ func TestRecipeRefusals(t *testing.T) {
 		{"unknown step", buildStart{Steps: []templateStep{{Type: "HEALTHCHECK", Args: []string{"x"}}}}, "img", sandbox.InvalidArgument, "type \"HEALTHCHECK\" is not supported"},
 		{"base injection", buildStart{}, "img\nRUN evil", sandbox.InvalidArgument, "not an image reference"},
 		{"too many steps", buildStart{Steps: make([]templateStep, 11)}, "img", sandbox.InvalidArgument, "at most 10"},
+		{"command too long", buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{strings.Repeat("x", maxCmdBytes+1)}}}}, "img", sandbox.InvalidArgument, "longer than 262144 bytes"},
+		{"Dockerfile too long", buildStart{Steps: slices.Repeat([]templateStep{{Type: "RUN", Args: []string{strings.Repeat("x", 200<<10)}}}, 6)}, "img", sandbox.InvalidArgument, "the builder reads at most"},
 		{"registry credentials", buildStart{FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"hunter2-secret"}`)}, "img", sandbox.NotSupported, "fromImageRegistry"},
 	}
 	for _, c := range cases {

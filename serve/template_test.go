@@ -74,6 +74,11 @@ func TestTemplateAlias(t *testing.T) {
 	if r := e.call("DELETE", "/templates/"+tid, otherKey, nil, nil); r.status != http.StatusNotFound {
 		t.Fatalf("delete of another key's template: %d", r.status)
 	}
+	// The Python SDK (to 2.10 at least) sends the name as "alias".
+	r = e.call("POST", "/v3/templates", testKey, map[string]any{"alias": alias + "-py", "cpuCount": 2, "memoryMB": 2048}, nil)
+	if r.status != http.StatusAccepted || !strings.Contains(string(r.body), `"names":["`+alias+`-py"]`) {
+		t.Fatalf("POST /v3/templates with alias: %d %s", r.status, r.body)
+	}
 	if r := e.call("DELETE", "/templates/"+tid, testKey, nil, nil); r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
