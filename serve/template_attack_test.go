@@ -128,3 +128,93 @@ func TestAttackTemplateUploads(t *testing.T) {
 	}
 	assertNoEscape("build")
 }
+
+// TestAttackTemplateUploadCollisions: names that collide, in one archive
+// or across keys, neither write through what was there before nor reach
+// past the upload's own directory. A name given twice holds the last
+// entry, as tar has it; an entry replacing a symlink or a hard link
+// replaces the link and leaves its target alone; an entry below a file, or
+// a file over a directory, is refused; a link to the build context around
+// the upload (its Dockerfile) is refused although it stays in the
+// context; another key's archive under the same hash is its own.
+func TestAttackTemplateUploadCollisions(t *testing.T) {
+	e := newLocalEnv(t, nil)
+	tid, _ := e.requestTemplate(testKey, "collide-"+newID()[:8])
+	unpacked := func(hash string) string {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "s1")
+		if err := e.s.tpl.unpackUpload(t.Context(), apikeys.ID(testKey), hash, dir); err != nil {
+			t.Fatalf("unpacking %s: %v", hash, err)
+		}
+		return dir
+	}
+	read := func(dir, name string) string {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s: %v (mode %v), want a regular file", name, err, fi)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+
+	for _, c := range []struct {
+		name    string
+		archive []byte
+		want    map[string]string // name -> content, after unpacking
+	}{
+		{"a name twice", tartest.Build(t, tartest.File("a", "one"), tartest.File("a", "two")), map[string]string{"a": "two"}},
+		{"a file over a symlink", tartest.Build(t, tartest.File("t", "target"), tartest.Symlink("l", "t"), tartest.File("l", "evil")),
+			map[string]string{"t": "target", "l": "evil"}},
+		{"a file over a hard link's target", tartest.Build(t, tartest.File("a", "one"), tartest.Hardlink("h", "a"), tartest.File("a", "two")),
+			map[string]string{"a": "two", "h": "one"}},
+		{"a symlink over a file", tartest.Build(t, tartest.File("t", "target"), tartest.File("l", "old"), tartest.Symlink("l", "t"), tartest.File("t", "new")),
+			map[string]string{"t": "new"}},
+	} {
+		hash, r := e.upload(testKey, tid, gzipped(t, c.archive))
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: upload answered %d %s", c.name, r.status, r.body)
+		}
+		dir := unpacked(hash)
+		for name, want := range c.want {
+			if got := read(dir, name); got != want {
+				t.Errorf("%s: %s holds %q, want %q", c.name, name, got, want)
+			}
+		}
+	}
+
+	for name, archive := range map[string][]byte{
+		"an entry below a file":       tartest.Build(t, tartest.File("d", "x"), tartest.File("d/y", "y")),
+		"a file over a directory":     tartest.Build(t, tartest.Dir("d"), tartest.File("d/y", "y"), tartest.File("d", "x")),
+		"a link to the Dockerfile":    tartest.Build(t, tartest.Symlink("df", "../Dockerfile")),
+		"a link to a sibling upload":  tartest.Build(t, tartest.Symlink("other", "../s2/secret")),
+		"a file through a name taken": tartest.Build(t, tartest.Symlink("d", "."), tartest.File("d/x", "x")),
+	} {
+		hash, r := e.upload(testKey, tid, gzipped(t, archive))
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "cannot be unpacked here") {
+			t.Errorf("%s: upload answered %d %s; want 400", name, r.status, r.body)
+		}
+		if e.s.tpl.present(apikeys.ID(testKey), hash) {
+			t.Errorf("%s: the refused archive is kept", name)
+		}
+	}
+
+	// Another key PUTs other files under the hash of this key's archive:
+	// each key builds from its own.
+	mine := gzipped(t, tartest.Build(t, tartest.File("who", "mine")))
+	hash, r := e.upload(testKey, tid, mine)
+	if r.status != http.StatusOK {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	otid, _ := e.requestTemplate(otherKey, "collide-other-"+newID()[:8])
+	present, u, _ := e.fileLink(otherKey, otid, hash)
+	if present {
+		t.Fatal("another key's hash is present for this one")
+	}
+	if r := e.put(u, gzipped(t, tartest.Build(t, tartest.File("who", "theirs")))); r.status != http.StatusOK {
+		t.Fatalf("the other key's upload under the same hash: %d %s", r.status, r.body)
+	}
+	if got := read(unpacked(hash), "who"); got != "mine" {
+		t.Fatalf("this key's archive of %s unpacks %q", hash[:12], got)
+	}
+}

@@ -2,12 +2,18 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/berth-sh/berth/internal/tartest"
 )
 
 // countingHandler counts the log records whose message is msg (the local
@@ -56,12 +62,28 @@ func (e *testEnv) templateBuilds() map[string]int {
 }
 
 // runTemplateSDK runs template.mjs in mode as key for alias.
-func (e *testEnv) runTemplateSDK(node, mode, key, alias string) string {
+func (e *testEnv) runTemplateSDK(node, mode, key, alias string, extra ...string) string {
 	e.t.Helper()
-	return e.runScript(node, sdkDir, "template.mjs", "e2b", mode, []string{
+	return e.runScript(node, sdkDir, "template.mjs", "e2b", mode, append([]string{
 		"SDK=e2b", "E2B_API_URL=" + e.url, "E2B_SANDBOX_URL=" + e.url, "E2B_DOMAIN=localhost",
 		"E2B_API_KEY=" + key, "ALIAS=" + alias, "BASE_IMAGE=" + bashImage,
-	})
+	}, extra...))
+}
+
+// recipePayload writes what the OpenEnv recipe embeds in a run command:
+// a tar.gz in base64 (of 45 KB, as big as the recipe lets it be), here of
+// random bytes so that it does not shrink. It returns the file and the
+// sha256 of the blob in it.
+func recipePayload(t testing.TB) (file, blobSum string) {
+	t.Helper()
+	blob := make([]byte, 45_000)
+	_, _ = rand.Read(blob)
+	archive := gzipped(t, tartest.Build(t, tartest.Dir("env_src"), tartest.File("env_src/blob.bin", string(blob))))
+	file = filepath.Join(t.TempDir(), "payload.b64")
+	if err := os.WriteFile(file, []byte(base64.StdEncoding.EncodeToString(archive)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, hashOf(blob)
 }
 
 // TestTemplateSDK is the Must-show of E2B template builds: the official
@@ -71,7 +93,8 @@ func (e *testEnv) runTemplateSDK(node, mode, key, alias string) string {
 // from the alias that sees the build's files and env, and builds the same
 // template again as a cache hit; another key finds the alias taken and
 // cannot use or rebuild it; a failing run command fails Template.build
-// with its output.
+// with its output; the OpenEnv recipe's E2B path (recipe mode) works as
+// the recipe runs it.
 func TestTemplateSDK(t *testing.T) {
 	node := nodeSDK(t)
 	e := newBuildEnv(t, nil)
@@ -105,5 +128,16 @@ func TestTemplateSDK(t *testing.T) {
 		"ok a failing run command fails the build with its output")
 	if got := e.templateBuilds(); got["failed"] != 1 {
 		t.Fatalf("builds by result = %v, want 1 failed", got)
+	}
+
+	// The OpenEnv recipe's E2B path: check, build, create, force.
+	payload, sum := recipePayload(t)
+	before := e.buildSandboxes.Load()
+	e.checkScenario(e.runTemplateSDK(node, "recipe", testKey, "tb2-demo-"+newID()[:10], "PAYLOAD="+payload, "PAYLOAD_SHA256="+sum),
+		"ok the recipe template: alias missing, built as root with an embedded archive",
+		"ok a sandbox of the alias with metadata, its server started in the background as root",
+		"ok skipCache builds the template again")
+	if n := e.buildSandboxes.Load() - before; n != 2 {
+		t.Fatalf("the recipe started %d build sandboxes, want 2 (skipCache builds again)", n)
 	}
 }

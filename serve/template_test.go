@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"bytes"
 	"crypto/rand"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -281,6 +283,21 @@ func TestTemplateBounds(t *testing.T) {
 	_, _ = rand.Read(random)
 	_, r := e.upload(otherKey, otid, gzipped(t, tartest.Build(t, tartest.File("big.bin", string(random)))))
 	want("upload over 2 KiB", r, http.StatusRequestEntityTooLarge, "limit of 2 KiB per upload")
+	// The same sent chunked, with no length to refuse it by up front.
+	big := gzipped(t, tartest.Build(t, tartest.File("big.bin", string(random))))
+	_, u, _ := e.fileLink(otherKey, otid, hashOf(big))
+	req, err := http.NewRequest("PUT", u, io.MultiReader(bytes.NewReader(big)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+	if res, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		want("chunked upload over 2 KiB", response{status: res.StatusCode, body: b}, http.StatusRequestEntityTooLarge, "limit of 2 KiB per upload")
+	}
 	_, r = e.upload(otherKey, otid, gzipped(t, tartest.Build(t, tartest.File("a", "1"), tartest.File("b", "2"), tartest.File("c", "3"), tartest.File("d", "4"))))
 	want("4 files", r, http.StatusRequestEntityTooLarge, "more than the 3 files")
 	_, r = e.upload(otherKey, otid, gzipped(t, tartest.Build(t, tartest.File("zeros", strings.Repeat("\x00", 5000)))))
