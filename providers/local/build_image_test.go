@@ -16,6 +16,7 @@ import (
 // no sandbox.
 func TestBuildImage(t *testing.T) {
 	p, _ := buildProvider(t)
+	buildStore(t) // removes the built image after, which the other build tests look for by name
 	dir := writeContext(t, map[string]string{"Dockerfile": "FROM " + local.DefaultImage + "\n" +
 		"RUN --user=nobody [\"/bin/sh\", \"-c\", \"echo printed by the step; id -u > /tmp/step-uid\"]\n" +
 		"RUN id -u > /tmp/next-uid\n"})
