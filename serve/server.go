@@ -26,6 +26,7 @@ type Server struct {
 	control http.Handler
 	data    http.Handler
 	osb     *osbServer // nil when the OpenSandbox API is off
+	tpl     *templates // E2B template builds (template_*.go)
 	caps    sandbox.Capabilities
 
 	closeOnce sync.Once
@@ -41,6 +42,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, p: opts.Provider, st: newStore(), caps: opts.Provider.Capabilities()}
 	s.m = newMetrics(func() float64 { return float64(s.st.live()) })
+	var err error
+	if s.tpl, err = newTemplates(s); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.control = s.observe("control", controlRoute, mux)
@@ -89,6 +94,7 @@ func (s *Server) Close() error {
 		if s.osb != nil {
 			s.osb.close() // creates in flight delete what they made
 		}
+		s.tpl.close() // builds in flight end and delete their sandboxes
 		ids := s.st.closeAll()
 		var wg sync.WaitGroup
 		for _, id := range ids {

@@ -25,6 +25,7 @@ import (
 var (
 	_ driver.Provider      = (*Provider)(nil)
 	_ driver.ImagePreparer = (*Provider)(nil)
+	_ driver.ImageBuilder  = (*Provider)(nil)
 	_ driver.Reaper        = (*Provider)(nil)
 )
 
