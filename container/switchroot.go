@@ -154,7 +154,7 @@ func (ct *Container) SwitchRoot(lowers []string) error {
 
 func (ct *Container) switchRoot(lowers []string) error {
 	root := ct.path(rootDir)
-	if err := mountOverlay(lowers, ct.path(rootUpperDir), ct.path(rootWorkDir), root); err != nil {
+	if err := mountOverlay(lowers, ct.rw(rootUpperDir), ct.rw(rootWorkDir), root); err != nil {
 		return err
 	}
 	// Private first: a clone of a shared mount joins its peer group, and
