@@ -85,7 +85,7 @@ type pool struct {
 	started bool
 	closed  bool
 	keys    map[poolKey]*bucket // what Creates asked for
-	trash   []*member                     // removed by the filler or Close
+	trash   []*member           // removed by the filler or Close
 
 	handed atomic.Int64 // sandboxes Create took from the pool
 }
