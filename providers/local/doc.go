@@ -135,7 +135,8 @@
 //
 // # gVisor
 //
-// With Options.Runtime "runsc" ($BERTH_RUNTIME=runsc; Debian package
+// With Options.Runtime "runsc" (berth --runtime runsc, or
+// $BERTH_RUNTIME=runsc; Debian package
 // runsc) sandboxes run under gVisor: their system calls go to a kernel in
 // user space, so a bug in the host's kernel is no way out. runsc passes no
 // fds into a container, so the agent gets a directory of the sandbox's own
