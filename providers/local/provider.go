@@ -70,6 +70,7 @@ func ProviderCapabilities() types.Capabilities {
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 		BuildImage:   true,
+		Storage:      true, // StorageMB is a disk of that size (container.Config.DiskBytes)
 	})
 }
 
@@ -314,8 +315,8 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 // its creator died inside container.Create, after the overlay mount and
 // before the state was saved. If the runtime had started the container, its
 // own state names the init and the cgroups, and `runtime delete --force`
-// removes them; then only the mount is left. The name "rootfs" is
-// container's layout.
+// removes them; then only the mounts are left (the overlay, and the disk
+// of a disk limit, whose loop device goes with its unmount).
 func (p *Provider) removeHalfMade(ctx context.Context, id, ctDir string) error {
 	if _, err := os.Lstat(filepath.Join(p.rt.Root, id)); err == nil {
 		out, err := exec.CommandContext(ctx, p.opts.Runtime, "--root", p.rt.Root, "delete", "--force", id).CombinedOutput()
@@ -326,11 +327,7 @@ func (p *Provider) removeHalfMade(ctx context.Context, id, ctDir string) error {
 	if _, err := os.Lstat(ctDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	rootfs := filepath.Join(ctDir, "rootfs")
-	if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", rootfs, err)
-	}
-	return os.RemoveAll(ctDir)
+	return container.RemoveDir(ctDir)
 }
 
 // Reap removes every sandbox that has ended (expired, or its agent died)
