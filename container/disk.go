@@ -47,6 +47,19 @@ func lookMkfs() (string, error) {
 	return p, nil
 }
 
+// DiskSupported says whether this host can make disk limits
+// (Config.DiskBytes): it has mkfs.ext4 and loop devices. The error says
+// what is missing and how to install it.
+func DiskSupported() error {
+	if _, err := lookMkfs(); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return types.Errorf(types.NotSupported, "a disk limit needs loop devices (%w); load the loop module (modprobe loop) or run where /dev/loop-control exists", err)
+	}
+	return nil
+}
+
 // makeDisk makes a sparse file of size bytes at img, formats it ext4 and
 // mounts it on dir (which it makes) through a loop device, nosuid, nodev
 // and noatime. The loop device clears itself when the file system is

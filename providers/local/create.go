@@ -273,9 +273,13 @@ func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 }
 
 // diskBytes is Spec's StorageMB as the container's disk limit
-// (container.Config.DiskBytes).
+// (container.Config.DiskBytes); none where the host cannot make one (see
+// diskSupport).
 func diskBytes(r types.Resources) (int64, error) {
-	if r.StorageMB > 0 && int64(r.StorageMB)<<20 < container.MinDiskBytes {
+	if r.StorageMB <= 0 || diskSupport() != nil {
+		return 0, nil
+	}
+	if int64(r.StorageMB)<<20 < container.MinDiskBytes {
 		return 0, types.Errorf(types.InvalidArgument, "storage %d MB is below the %d MB minimum (ext4's own metadata)", r.StorageMB, container.MinDiskBytes>>20)
 	}
 	return int64(r.StorageMB) << 20, nil

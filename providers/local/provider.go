@@ -70,9 +70,19 @@ func ProviderCapabilities() types.Capabilities {
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 		BuildImage:   true,
-		Storage:      true, // StorageMB is a disk of that size (container.Config.DiskBytes)
+		// StorageMB is a disk of that size (container.Config.DiskBytes)
+		// where the host can make one.
+		Storage: diskSupport() == nil,
 	})
 }
+
+// diskSupport probes once whether this host makes disk limits. Without
+// mkfs.ext4 or loop devices (a container without /dev/loop-control, say)
+// the provider still runs, with Capabilities.Storage false and StorageMB
+// not enforced, as on providers that have no disk knob: refusing every
+// Harbor task (they all carry a storage_mb) would make local unusable
+// there. New says so once, as a warning.
+var diskSupport = sync.OnceValue(container.DiskSupported)
 
 // New opens the provider. It needs root and the OCI runtime, and makes this
 // process a child subreaper (container.SetSubreaper), so that the inits of
@@ -101,6 +111,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := diskSupport(); err != nil {
+		o.Logger.Warn("local: disk limits are off (StorageMB is not enforced)", "reason", err)
 	}
 	if isGVisor(o.Runtime) && o.Pool.Size > 0 {
 		o.Logger.Info("local: no pool under runsc (a pooled sandbox switches its root from the host, which gVisor's own file system does not see); every create is cold")
