@@ -29,6 +29,7 @@ var (
 	mu     sync.Mutex
 	dir    string
 	builds = map[bool]*build{}
+	extra  = map[string]*build{}
 )
 
 type build struct {
@@ -59,20 +60,60 @@ func get(static bool) (string, error) {
 	return b.path, b.err
 }
 
-func compile(static bool) (string, error) {
-	goBin, err := exec.LookPath("go")
+// Static returns a static, stripped build of the main package pkg (an
+// import path of this module) named name, building it on the first call
+// with that name: a helper program that tests put into sandboxes. An
+// error wrapping exec.ErrNotFound means there is no go command.
+func Static(name, pkg string) (string, error) {
+	mu.Lock()
+	b := extra[name]
+	if b == nil {
+		b = &build{}
+		extra[name] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() {
+		var goBin, d string
+		if goBin, d, b.err = buildDir(); b.err != nil {
+			return
+		}
+		out := filepath.Join(d, name)
+		cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("testbin: go build %s: %w\n%s", pkg, err, o)
+			return
+		}
+		b.path = out
+	})
+	return b.path, b.err
+}
+
+// buildDir returns the go command and this process's build directory,
+// making it on first use.
+func buildDir() (goBin, d string, err error) {
+	goBin, err = exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("testbin: no go command in PATH: %w", err)
+		return "", "", fmt.Errorf("testbin: no go command in PATH: %w", err)
 	}
 	mu.Lock()
+	defer mu.Unlock()
 	if dir == "" {
 		sweep()
-		if dir, err = os.MkdirTemp("", dirPrefix); err == nil {
-			err = os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600)
+		var made string
+		if made, err = os.MkdirTemp("", dirPrefix); err == nil {
+			err = os.WriteFile(filepath.Join(made, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600)
 		}
+		if err != nil {
+			return "", "", err
+		}
+		dir = made
 	}
-	d := dir
-	mu.Unlock()
+	return goBin, dir, nil
+}
+
+func compile(static bool) (string, error) {
+	goBin, d, err := buildDir()
 	if err != nil {
 		return "", err
 	}

@@ -69,6 +69,7 @@ func ProviderCapabilities() types.Capabilities {
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 		BuildImage:   true,
+		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"maps"
@@ -29,6 +30,10 @@ type Harness struct {
 	// ExpiryGrace is how long after its deadline an expired sandbox may
 	// still be seen; zero means 10s.
 	ExpiryGrace time.Duration
+	// EndpointTLS is the TLS configuration of the clients of Endpoint
+	// URLs (the roots of an in-process server's tunnels); nil means the
+	// system's.
+	EndpointTLS *tls.Config
 }
 
 // Timeouts that bound each case so that a hung provider fails rather than
@@ -58,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"files", fileCases},
 		{"lifecycle", lifecycleCases},
 		{"network", networkCases},
+		{"ports", portCases},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
