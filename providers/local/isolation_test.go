@@ -82,6 +82,9 @@ func TestAttacksPooled(t *testing.T) {
 		{"InitEnv", TestAttackInitEnv},
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 		{"HostSideSetID", TestAttackHostSideSetID},
+		{"ForwardReachesOnlyItsAddress", TestAttackForwardReachesOnlyItsAddress},
+		{"EndpointOtherSandbox", TestAttackEndpointOtherSandbox},
+		{"EndpointListensOnLoopbackOnly", TestEndpointListensOnLoopbackOnly},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pooledTests.Store(t, true)
