@@ -41,16 +41,11 @@ finds nothing there is answered 502 (or closed, for tcp).`,
 			if err != nil {
 				return usageError(err)
 			}
-			p, err := a.open(cmd.Context(), backend)
+			sb, done, err := a.connect(cmd.Context(), backend, args[0])
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			sb, err := p.Connect(cmd.Context(), args[0])
-			if err != nil {
-				return classExit(err)
-			}
-			defer sb.Close()
+			defer done()
 			ep, err := sb.Endpoint(cmd.Context(), port)
 			if err != nil {
 				return classExit(err)
@@ -102,16 +97,11 @@ harness that address instead.`,
 			if err != nil {
 				return usageError(fmt.Errorf("sandbox port %q is not a number", args[1]))
 			}
-			p, err := a.open(cmd.Context(), backend)
+			sb, done, err := a.connect(cmd.Context(), backend, args[0])
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			sb, err := p.Connect(cmd.Context(), args[0])
-			if err != nil {
-				return classExit(err)
-			}
-			defer sb.Close()
+			defer done()
 			f, err := sb.Forward(cmd.Context(), port, args[2])
 			if err != nil {
 				return classExit(err)
@@ -123,6 +113,20 @@ harness that address instead.`,
 	}
 	a.backendFlag(cmd, &backend)
 	return cmd
+}
+
+// connect opens the backend and connects to sandbox id; done closes both.
+func (a *app) connect(ctx context.Context, backend, id string) (*sandbox.Sandbox, func(), error) {
+	p, err := a.open(ctx, backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := p.Connect(ctx, id)
+	if err != nil {
+		p.Close()
+		return nil, nil, classExit(err)
+	}
+	return sb, func() { sb.Close(); p.Close() }, nil
 }
 
 // waitInterrupt blocks until Ctrl-C (the root context) or SIGTERM; both
