@@ -59,7 +59,7 @@ async function ports() {
     const n = 1000
     for (let i = 0; i < n; i++) ws.send(`message ${i}`)
     for (let i = 0; got.length < n; i++) {
-      assert.ok(i < 600, `${got.length} of ${n} echoes`)
+      assert.ok(i < 1200, `${got.length} of ${n} echoes`)
       await sleep(50)
     }
     assert.deepEqual(got, Array.from({ length: n }, (_, i) => `message ${i}`))
