@@ -109,6 +109,9 @@ func (p *Provider) checkSupported(spec Spec) error {
 	if spec.Build != nil && !caps.BuildImage {
 		return Errorf(NotSupported, "building images is not supported; give an image reference")
 	}
+	if err := checkPorts(spec, caps); err != nil {
+		return err
+	}
 	if caps.MaxTTL > 0 && spec.TTL > caps.MaxTTL {
 		return Errorf(InvalidArgument, "ttl %v is longer than the provider's maximum %v", spec.TTL, caps.MaxTTL)
 	}

@@ -228,6 +228,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
 	}
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
+		rec.trafficToken = newToken()
+	}
 	if err := s.attachPlane(r.Context(), rec); err != nil {
 		s.abandon(rec)
 		writeClassed(w, err, "setting up the sandbox's data plane: %v", err)
@@ -269,6 +272,7 @@ func (s *Server) abandon(rec *record) {
 // when the driver has one, else through the sandbox API.
 func (s *Server) attachPlane(ctx context.Context, rec *record) error {
 	onExec := func() { s.m.execs.Inc() }
+	rec.ports = dataplane.NewPorts(rec.sb, s.caps, dataplane.PortOptions{SandboxID: rec.id, Logger: s.log.With("sandbox", rec.id)})
 	ep, err := rec.sb.EnvdEndpoint(ctx)
 	switch {
 	case err == nil:
@@ -293,10 +297,14 @@ func (s *Server) attachPlane(ctx context.Context, rec *record) error {
 }
 
 func (s *Server) sandboxJSON(rec *record) sandboxJSON {
-	return sandboxJSON{
+	j := sandboxJSON{
 		SandboxID: rec.id, TemplateID: rec.templateID, Alias: rec.templateID, ClientID: "",
 		EnvdVersion: EnvdVersion, EnvdAccessToken: rec.token, Domain: s.opts.Domain,
 	}
+	if rec.trafficToken != "" {
+		j.TrafficAccessToken = &rec.trafficToken
+	}
+	return j
 }
 
 func (s *Server) listedJSON(rec *record) listedJSON {

@@ -1,12 +1,16 @@
 package serve
 
 import (
+	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/serve/dataplane"
 )
 
 // Headers SDKs >= 2.7 send on data-plane calls.
@@ -15,13 +19,11 @@ const (
 	sandboxPortHeader = "E2b-Sandbox-Port"
 )
 
-// hostTarget parses Host "<port>-<id>.<domain>".
+// hostTarget parses Host "<port>-<id>.<domain>"; a port on the Host or
+// the domain is not compared.
 func (s *Server) hostTarget(host string) (id, port string, ok bool) {
-	h := strings.ToLower(host)
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		h = h[:i]
-	}
-	label, ok := strings.CutSuffix(h, "."+s.opts.Domain)
+	h := stripPort(strings.ToLower(host))
+	label, ok := strings.CutSuffix(h, "."+stripPort(s.opts.Domain))
 	if !ok || strings.Contains(label, ".") {
 		return "", "", false
 	}
@@ -30,6 +32,13 @@ func (s *Server) hostTarget(host string) (id, port string, ok bool) {
 		return "", "", false
 	}
 	return id, port, true
+}
+
+func stripPort(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		return h[:i]
+	}
+	return h
 }
 
 func isRPC(r *http.Request) bool {
@@ -81,7 +90,7 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if port != "" && port != EnvdPort {
-		refuse(w, r, http.StatusBadGateway, connect.CodeUnimplemented, "port %s of sandbox %s is not served: berth serve forwards envd (port %s) only", port, rec.id, EnvdPort)
+		s.servePort(w, r, rec, port)
 		return
 	}
 	if !s.dataAuthorized(r, rec, token) {
@@ -119,4 +128,33 @@ func (s *Server) dataAuthorized(r *http.Request, rec *record, token string) bool
 	}
 	want := envd.FileSignature(q.Get("path"), op, q.Get("username"), rec.token, exp)
 	return constantEq(sig, want)
+}
+
+// servePort forwards a call to one of the sandbox's own ports, under
+// E2B's access rule for them: open to anyone who names the sandbox,
+// unless it was created with network.allowPublicTraffic false, when the
+// call needs the sandbox's traffic access token (403 without it, in the
+// shape of E2B's edge).
+func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rec *record, port string) {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		envd.WriteHTTPError(w, http.StatusBadRequest, "port %q is not a number in 1-65535", port)
+		return
+	}
+	if rec.trafficToken != "" {
+		got := r.Header.Get(dataplane.TrafficTokenHeader)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(rec.trafficToken)) != 1 {
+			s.m.authFails.WithLabelValues("port").Inc()
+			why := "is missing"
+			if got != "" {
+				why = "is invalid"
+			}
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"sandboxId": rec.id, "code": http.StatusForbidden,
+				"message": fmt.Sprintf("Sandbox is secured with traffic access token. Token header '%s' %s", strings.ToLower(dataplane.TrafficTokenHeader), why),
+			})
+			return
+		}
+	}
+	rec.ports.ServePort(w, r, n)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Options struct {
 	Keys *apikeys.Keyring
 	// Domain is returned to clients as the sandboxes' domain and routes
 	// data-plane calls by Host "<port>-<id>.<domain>". "" means "localhost".
+	// It may end in ":PORT" when the server is reached on a port of its
+	// own without a proxy in front ("localhost:3000": browsers and the
+	// SDKs' getHost then name "8000-<id>.localhost:3000").
 	Domain string
 	// Templates maps a templateID to an image of the provider. "base" must
 	// map to an image with /bin/bash: the SDKs run every command as
@@ -88,8 +92,8 @@ func (o *Options) fill() error {
 		o.Domain = "localhost"
 	}
 	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
-	if strings.ContainsAny(o.Domain, "/:@ ") {
-		return sandbox.Errorf(sandbox.InvalidArgument, "serve: domain %q must be a bare host name (no scheme, port or path)", o.Domain)
+	if !validDomain(o.Domain) {
+		return sandbox.Errorf(sandbox.InvalidArgument, "serve: domain %q must be a host name, optionally with :PORT (no scheme or path)", o.Domain)
 	}
 	o.Templates = maps.Clone(o.Templates)
 	if o.Templates == nil {
@@ -171,4 +175,17 @@ func ClientURLs(base, domain string) URLs {
 // Exports prints the URLs as shell exports.
 func (u URLs) Exports() string {
 	return fmt.Sprintf("export E2B_API_URL=%s\nexport E2B_SANDBOX_URL=%s\nexport E2B_DOMAIN=%s\n", u.APIURL, u.SandboxURL, u.Domain)
+}
+
+// validDomain: a host name, optionally followed by ":PORT".
+func validDomain(d string) bool {
+	host, port, hasPort := strings.Cut(d, ":")
+	if host == "" || strings.ContainsAny(host, "/@ []") {
+		return false
+	}
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		return err == nil && n > 0 && n < 65536 && !strings.HasPrefix(port, "+")
+	}
+	return true
 }

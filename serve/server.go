@@ -194,6 +194,9 @@ func (s *Server) release(rec *record) {
 	if rec.close != nil {
 		_ = rec.close.Close()
 	}
+	if rec.ports != nil {
+		_ = rec.ports.Close()
+	}
 	_ = rec.sb.Close()
 	s.st.release(rec.keyID, rec.resources)
 }

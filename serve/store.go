@@ -10,23 +10,28 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/serve/dataplane"
 )
 
 // record is one sandbox the server handed out.
 type record struct {
-	id         string // the E2B sandbox ID
-	keyID      string // the API key that created it (apikeys.ID)
-	token      string // envd access token; a secret
-	templateID string
-	image      string
-	metadata   map[string]string
-	internet   bool
-	startedAt  time.Time
-	resources  sandbox.Resources // the sandbox's limits, held against its key's ceiling
+	id    string // the E2B sandbox ID
+	keyID string // the API key that created it (apikeys.ID)
+	token string // envd access token; a secret
+	// trafficToken, when set, is needed on calls to the sandbox's own
+	// ports (allowPublicTraffic false); a secret.
+	trafficToken string
+	templateID   string
+	image        string
+	metadata     map[string]string
+	internet     bool
+	startedAt    time.Time
+	resources    sandbox.Resources // the sandbox's limits, held against its key's ceiling
 
 	sb    *sandbox.Sandbox
 	plane http.Handler // the envd data plane
 	close io.Closer    // closes plane; nil for the proxy
+	ports *dataplane.Ports
 
 	mu    sync.Mutex
 	endAt time.Time

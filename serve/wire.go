@@ -84,6 +84,13 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	AutoPause           *bool             `json:"autoPause"`
 	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
+	Network             *networkJSON      `json:"network"`
+}
+
+// networkJSON is the part of a create's network options this server
+// reads: whether the sandbox's ports are open to anyone who names them.
+type networkJSON struct {
+	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
 }
 
 type timeoutRequest struct {

@@ -79,6 +79,7 @@ func CapabilitiesOf(opts Options) types.Capabilities {
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone},
 		MaxTTL:       opts.MaxTTL,
+		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
 	}
 	switch {
 	case opts.Minimal:

@@ -35,9 +35,12 @@ var (
 // target is one binary to build: a main package, linked static or as the
 // environment's cgo setting links it.
 type target struct {
-	pkg    string // "berth" or "berth-agent", under cmd/
+	pkg    string // import path of a main package of this module
+	name   string // file name in the build directory
 	static bool
 }
+
+const cmdPath = "github.com/berth-sh/berth/cmd/"
 
 type build struct {
 	once sync.Once
@@ -53,18 +56,26 @@ func Berth() (string, error) {
 	if _, err := Agent(); err != nil {
 		return "", err
 	}
-	return get(target{"berth", true})
+	return get(target{cmdPath + "berth", "berth", true})
 }
 
 // Agent returns the path of a static berth-agent binary built from
 // cmd/berth-agent: what the local provider mounts into sandboxes as their
 // init (Options.AgentBinary) and the k8s provider's pods run.
-func Agent() (string, error) { return get(target{"berth-agent", true}) }
+func Agent() (string, error) { return get(target{cmdPath + "berth-agent", "berth-agent", true}) }
 
 // AgentDefault returns a berth-agent built as `go build ./cmd/berth-agent`
 // builds it, with the environment's cgo setting: dynamically linked where
 // a C compiler is installed. seed.IsStatic reports which it is.
-func AgentDefault() (string, error) { return get(target{"berth-agent", false}) }
+func AgentDefault() (string, error) {
+	return get(target{cmdPath + "berth-agent", "berth-agent-default", false})
+}
+
+// Static returns a static build of the main package pkg (an import path
+// of this module) named name, building it on the first call: a helper
+// program that tests put into sandboxes. An error wrapping
+// exec.ErrNotFound means there is no go command.
+func Static(name, pkg string) (string, error) { return get(target{pkg, name, true}) }
 
 func get(t target) (string, error) {
 	mu.Lock()
@@ -95,15 +106,15 @@ func compile(t target) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name, env := t.pkg+"-default", os.Environ()
+	env := os.Environ()
 	if t.static {
-		name, env = t.pkg, append(env, "CGO_ENABLED=0")
+		env = append(env, "CGO_ENABLED=0")
 	}
-	out := filepath.Join(d, name)
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/berth-sh/berth/cmd/"+t.pkg)
+	out := filepath.Join(d, t.name)
+	cmd := exec.Command(goBin, "build", "-o", out, t.pkg)
 	cmd.Env = env
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("testbin: go build ./cmd/%s: %w\n%s", t.pkg, err, b)
+		return "", fmt.Errorf("testbin: go build %s: %w\n%s", t.pkg, err, b)
 	}
 	if t.static {
 		if s, err := seed.IsStatic(out); err != nil || !s {

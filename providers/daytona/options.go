@@ -82,6 +82,13 @@ type Options struct {
 	// PollMin and PollMax bound the interval of status and log polls;
 	// zero means 50 ms and 1 s.
 	PollMin, PollMax time.Duration
+	// PreviewTTL is how long an Endpoint's signed preview URL works; zero
+	// means an hour, at most 24 hours.
+	PreviewTTL time.Duration
+	// KeepActive is how often a handle that handed out an endpoint
+	// refreshes the sandbox's activity (preview traffic does not count
+	// for auto-stop); zero means 300 s.
+	KeepActive time.Duration
 }
 
 func (o Options) withDefaults() (Options, *url.URL, error) {
@@ -128,6 +135,15 @@ func (o Options) withDefaults() (Options, *url.URL, error) {
 	}
 	if o.PollMax < o.PollMin {
 		o.PollMax = max(time.Second, o.PollMin)
+	}
+	if o.PreviewTTL <= 0 {
+		o.PreviewTTL = defaultPreviewTTL
+	}
+	if o.PreviewTTL < time.Second || o.PreviewTTL > maxPreviewTTL {
+		return o, nil, types.Errorf(types.InvalidArgument, "daytona: preview URL lifetime %v is not between 1 s and 24 h", o.PreviewTTL)
+	}
+	if o.KeepActive <= 0 {
+		o.KeepActive = defaultKeepActive
 	}
 	return o, base, nil
 }

@@ -28,6 +28,7 @@ func Capabilities() types.Capabilities {
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		Storage:      true,
 		MinTimeout:   time.Minute,
+		Ports:        []types.PortProtocol{types.PortHTTP},
 	})
 }
 

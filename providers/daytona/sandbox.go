@@ -25,10 +25,12 @@ type Sandbox struct {
 	id   string
 	user string
 
-	// life bounds the goroutines that follow commands; Close ends it.
-	life   context.Context
-	cancel context.CancelFunc
-	procs  sync.WaitGroup
+	// life bounds the goroutines that follow commands and the activity
+	// refresh; Close ends it.
+	life       context.Context
+	cancel     context.CancelFunc
+	procs      sync.WaitGroup
+	activeOnce sync.Once
 
 	mu      sync.Mutex
 	toolbox string // <toolbox proxy URL>/<id>, found on first use

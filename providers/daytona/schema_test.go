@@ -41,7 +41,7 @@ func TestSchema(t *testing.T) {
 			"pauseSandbox", "forkSandbox", "setTtl", "getToolboxProxyUrl", "getBuildLogs",
 			"createSession", "sessionExecuteCommand", "getSessionCommand", "getSessionCommandLogs", "sendInput",
 			"deleteSession", "executeCommand", "uploadFiles", "downloadFile", "getFileInfo", "listFiles",
-			"createFolder", "deleteFile", "setFilePermissions",
+			"createFolder", "deleteFile", "setFilePermissions", "getSignedPortPreviewUrl", "updateLastActivity",
 		} {
 			if !seen[op] {
 				t.Errorf("the walk never called %s; it called %v", op, slices.Sorted(maps.Keys(seen)))
@@ -115,6 +115,7 @@ func driveEverything(t *testing.T) []daytonatest.Exchange {
 	check(t, sb.MakeDir(ctx, "/tmp/walk/d"))
 	check(t, sb.Remove(ctx, "/tmp/walk"))
 	check(t, sb.SetTimeout(ctx, 2*time.Hour))
+	must(sb.Endpoint(ctx, sandbox.Port{Number: 8000})) // and the activity refresh it starts
 	must(p.List(ctx, map[string]string{"walk": "1"}))
 	again := must(p.Connect(ctx, sb.ID()))
 	again.Close()

@@ -36,16 +36,19 @@ const (
 // sandboxJSON holds the Sandbox, SandboxDetail and ListedSandbox schemas
 // at once; a field a schema lacks stays zero.
 type sandboxJSON struct {
-	SandboxID       string            `json:"sandboxID"`
-	TemplateID      string            `json:"templateID"`
-	Alias           string            `json:"alias,omitempty"`
-	EnvdVersion     string            `json:"envdVersion,omitempty"`
-	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
-	Domain          *string           `json:"domain,omitempty"`
-	State           string            `json:"state,omitempty"`
-	StartedAt       time.Time         `json:"startedAt,omitzero"`
-	EndAt           time.Time         `json:"endAt,omitzero"`
-	Metadata        map[string]string `json:"metadata,omitempty"`
+	SandboxID       string `json:"sandboxID"`
+	TemplateID      string `json:"templateID"`
+	Alias           string `json:"alias,omitempty"`
+	EnvdVersion     string `json:"envdVersion,omitempty"`
+	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
+	// TrafficAccessToken is on create and connect answers of sandboxes
+	// whose ports are private.
+	TrafficAccessToken string            `json:"trafficAccessToken,omitempty"`
+	Domain             *string           `json:"domain,omitempty"`
+	State              string            `json:"state,omitempty"`
+	StartedAt          time.Time         `json:"startedAt,omitzero"`
+	EndAt              time.Time         `json:"endAt,omitzero"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
 }
 
 // createRequest is NewSandbox. Secure goes on v1 only: v2 dropped it.
@@ -56,6 +59,13 @@ type createRequest struct {
 	AllowInternetAccess bool              `json:"allow_internet_access"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
 	EnvVars             map[string]string `json:"envVars,omitempty"`
+	Network             *networkRequest   `json:"network,omitempty"`
+}
+
+// networkRequest is the create's network options the driver sets: ports
+// private to holders of the traffic access token.
+type networkRequest struct {
+	AllowPublicTraffic bool `json:"allowPublicTraffic"`
 }
 
 type timeoutRequest struct {

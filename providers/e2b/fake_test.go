@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"slices"
@@ -49,6 +50,7 @@ type call struct {
 
 type fakeSandbox struct {
 	id, template, token string
+	traffic             string // the traffic access token; "" when ports are public
 	metadata            map[string]string
 	started, end        time.Time
 	srv                 *envd.Server
@@ -176,6 +178,9 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 		Timeout    *int              `json:"timeout"`
 		Metadata   map[string]string `json:"metadata"`
 		EnvVars    map[string]string `json:"envVars"`
+		Network    *struct {
+			AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+		} `json:"network"`
 	}
 	if !f.record(r, &req) || req.TemplateID == "" {
 		writeError(w, http.StatusBadRequest, "templateID is required")
@@ -199,6 +204,9 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sb := &fakeSandbox{id: "i" + randHex(8), template: req.TemplateID, token: "tok_" + randHex(16), metadata: req.Metadata, started: time.Now()}
 	sb.end = sb.started.Add(time.Duration(timeout) * time.Second)
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
+		sb.traffic = "traffic_" + randHex(16)
+	}
 	srv, err := envd.NewServer(envd.ServerOptions{AccessToken: sb.token, Env: env})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -223,6 +231,9 @@ func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
 	}
 	if token {
 		m["envdAccessToken"] = sb.token
+		if sb.traffic != "" {
+			m["trafficAccessToken"] = sb.traffic
+		}
 	}
 	return m
 }
@@ -335,21 +346,22 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 // route is the data plane: the sandbox named by E2b-Sandbox-Id, else by a
 // Host of 49983-<id>.<domain>.
 func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("E2b-Sandbox-Id")
+	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
 	if id == "" {
 		f.mu.Lock()
 		f.hosts = append(f.hosts, r.Host)
 		f.mu.Unlock()
 		host, _, _ := strings.Cut(r.Host, ".")
-		id = strings.TrimPrefix(host, "49983-")
-	} else if r.Header.Get("E2b-Sandbox-Port") != "49983" {
-		writeError(w, http.StatusBadGateway, "no such port")
-		return
+		port, id, _ = strings.Cut(host, "-")
 	}
 	f.mu.Lock()
 	f.sweep()
 	sb := f.sandboxes[id]
 	f.mu.Unlock()
+	if sb != nil && port != "49983" {
+		f.port(w, r, sb, port)
+		return
+	}
 	if sb == nil {
 		msg := "sandbox not found"
 		if f.echoKey {
@@ -364,6 +376,26 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 		r.URL.RawQuery = q.Encode()
 	}
 	sb.srv.ServeHTTP(w, r)
+}
+
+// port proxies to a port of a sandbox, on the loopback address (the
+// fake's commands are host processes), as E2B's edge does: the traffic
+// token first where the sandbox has one, 502 when nothing listens.
+func (f *fakeE2B) port(w http.ResponseWriter, r *http.Request, sb *fakeSandbox, port string) {
+	if sb.traffic != "" && r.Header.Get("E2b-Traffic-Access-Token") != sb.traffic {
+		writeError(w, http.StatusForbidden, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing")
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + port})
+			pr.Out.Header.Del("E2b-Traffic-Access-Token")
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			writeError(w, http.StatusBadGateway, "The sandbox is running but port is not open")
+		},
+	}
+	rp.ServeHTTP(w, r)
 }
 
 // callsOf counts the recorded calls "METHOD path".

@@ -25,6 +25,7 @@ func Capabilities() types.Capabilities {
 	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](types.Capabilities{
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+		Ports:        []types.PortProtocol{types.PortHTTP},
 	})
 }
 
@@ -130,11 +131,19 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		AllowInternetAccess: spec.Network.Mode == types.NetworkPublic,
 		Metadata:            md,
 		EnvVars:             spec.Env,
+		// The sandbox's ports answer only holders of its traffic token,
+		// which Endpoint hands out; E2B's default is anyone with the URL.
+		Network: &networkRequest{AllowPublicTraffic: false},
 	})
 	if err != nil {
 		return nil, p.scrub(err)
 	}
 	h, err := p.open(sb, spec.WorkDir, spec.User)
+	if err == nil {
+		// A server that ignored the network options has no token: its
+		// ports are public, and none is needed.
+		h.setTraffic(sb.TrafficAccessToken)
+	}
 	if err != nil {
 		// Nothing may be left running: the sandbox exists but is unusable.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -157,6 +166,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	if err != nil {
 		return nil, p.scrub(err)
 	}
+	traffic, known := "", false
 	if d.State == "paused" || d.EnvdAccessToken == "" {
 		ttl := time.Until(d.EndAt)
 		if d.State == "paused" {
@@ -172,6 +182,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		if c.EnvdAccessToken != "" {
 			d.EnvdAccessToken = c.EnvdAccessToken
 		}
+		traffic, known = c.TrafficAccessToken, true
 		if c.Domain != nil {
 			d.Domain = c.Domain
 		}
@@ -180,7 +191,14 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		d.SandboxID = id
 	}
 	h, err := p.open(d, d.Metadata[metaWorkDir], d.Metadata[metaUser])
-	return h, p.scrub(err)
+	if err != nil {
+		return nil, p.scrub(err)
+	}
+	h.traffic.endAt = d.EndAt
+	if known {
+		h.setTraffic(traffic)
+	}
+	return h, nil
 }
 
 // List returns the running and paused sandboxes carrying every label.
@@ -267,7 +285,11 @@ func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, e
 	if err != nil {
 		return nil, err
 	}
-	return &sandboxHandle{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, env: c, workDir: workDir}, nil
+	domain := p.opts.Domain
+	if sb.Domain != nil && *sb.Domain != "" {
+		domain = *sb.Domain
+	}
+	return &sandboxHandle{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, env: c, workDir: workDir, domain: domain}, nil
 }
 
 // startKeepalive re-arms h's TTL every ttl/6 until h stops it or the

@@ -36,6 +36,15 @@ type sandboxHandle struct {
 	token   string
 	env     *envd.Client
 	workDir string
+	domain  string // E2B's domain of the sandbox's hosts
+	// traffic is the sandbox's traffic access token (a secret), known
+	// from create or connect, or learnt on the first Endpoint (under mu).
+	traffic struct {
+		token string
+		known bool
+		endAt time.Time
+	}
+	trafficSecret atomic.Value // traffic.token, for scrub without mu
 	// modesKept: the server kept a ?mode= other than the default.
 	modesKept atomic.Bool
 
@@ -49,7 +58,11 @@ func (h *sandboxHandle) ID() string { return h.id }
 
 // scrub keeps the API key and the access token out of err's text.
 func (h *sandboxHandle) scrub(err error) error {
-	return rest.Scrub(err, h.p.opts.APIKey.Reveal(), h.token)
+	secrets := []string{h.p.opts.APIKey.Reveal(), h.token}
+	if t, _ := h.trafficSecret.Load().(string); t != "" {
+		secrets = append(secrets, t)
+	}
+	return rest.Scrub(err, secrets...)
 }
 
 // Exec runs the argv as given (no shell is added) as cmd.User, else the

@@ -50,7 +50,8 @@ func runscMissing(t testing.TB) string {
 
 // Under gVisor (Options.Runtime "runsc") a sandbox is created, runs
 // commands, moves files and trees, and is deleted as under runc; its
-// commands see gVisor's kernel, not the host's; and what runsc cannot do
+// commands see gVisor's kernel, not the host's; its ports are reached both
+// ways; and what runsc cannot do
 // (network public, image builds) is refused as NotSupported up front.
 func TestGVisor(t *testing.T) {
 	if why := runscMissing(t); why != "" {
@@ -89,6 +90,23 @@ func TestGVisor(t *testing.T) {
 	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
 		t.Errorf("%d MB written under a %d MB limit under runsc: exit %d %s", 2*attackDiskMB, attackDiskMB, res.ExitCode, res.Stderr)
 	}
+	// Ports both ways: the agent's routes work in gVisor's netstack.
+	sh(t, sb, "mkdir -p /tmp/www && echo served > /tmp/www/index.html && httpd -p 8000 -h /tmp/www")
+	ep, err := sb.Endpoint(testCtx(t), sandbox.Port{Number: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, status := httpGet(t, ep.Join("/")); status != 200 || body != "served\n" {
+		t.Errorf("an endpoint under runsc: %d %q", status, body)
+	}
+	f, err := sb.Forward(testCtx(t), 30000, hostHTTP(t, "from the host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, sb, "wget -q -O - http://127.0.0.1:30000/"); got != "from the host" {
+		t.Errorf("a forward under runsc: %q", got)
+	}
+	f.Close()
 	_, err = p.Create(testCtx(t), sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
 	if sandbox.ClassOf(err) != sandbox.NotSupported {
 		t.Errorf("network public under runsc: %v, want NotSupported", err)

@@ -83,6 +83,9 @@ func TestAttacksPooled(t *testing.T) {
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 		{"HostSideSetID", TestAttackHostSideSetID},
 		{"FillDisk", TestAttackFillDisk},
+		{"ForwardReachesOnlyItsAddress", TestAttackForwardReachesOnlyItsAddress},
+		{"EndpointOtherSandbox", TestAttackEndpointOtherSandbox},
+		{"EndpointListensOnLoopbackOnly", TestEndpointListensOnLoopbackOnly},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pooledTests.Store(t, poolWarmSpecs[tc.name])

@@ -73,6 +73,7 @@ func ProviderCapabilities() types.Capabilities {
 		// StorageMB is a disk of that size (container.Config.DiskBytes)
 		// where the host can make one.
 		Storage: diskSupport() == nil,
+		Ports:   []types.PortProtocol{types.PortHTTP, types.PortTCP},
 	})
 }
 

@@ -33,6 +33,7 @@ type sandboxHandle struct {
 	http    *http.Client
 	env     *envd.Client
 	once    sync.Once
+	ports   ports
 }
 
 func (h *sandboxHandle) ID() string { return h.id }
@@ -117,6 +118,7 @@ func (h *sandboxHandle) Delete(ctx context.Context) error {
 func (h *sandboxHandle) Close() error {
 	var err error
 	h.once.Do(func() {
+		h.closePorts()
 		err = h.env.Close()
 		h.http.CloseIdleConnections()
 	})

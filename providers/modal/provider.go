@@ -46,6 +46,9 @@ func Capabilities() types.Capabilities {
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxTTL,
+		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
+		// Tunnels open at create: Spec.Ports must name them.
+		PortsAtCreate: true,
 	})
 }
 
@@ -336,6 +339,7 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		BlockNetwork: spec.Network.Mode == types.NetworkNone,
 		Tags:         spec.Labels,
 	}
+	openPorts(params, spec.Ports)
 	if r.Limits {
 		params.CPULimit, params.MemoryLimitMiB = r.CPUs, r.MemoryMB
 	}

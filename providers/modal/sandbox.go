@@ -29,6 +29,7 @@ type sandbox struct {
 	// ctx bounds the handle's background work; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	tun    tunnels
 }
 
 func (p *Provider) handle(sb *sdk.Sandbox) *sandbox {

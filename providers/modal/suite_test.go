@@ -1,6 +1,7 @@
 package modal_test
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,7 +81,8 @@ func runSuite(t *testing.T, srv *modaltest.Server) {
 		Open: func(t *testing.T) *sandbox.Provider {
 			return sandbox.NewProvider("modal", openDriver(t, srv, nil))
 		},
-		Spec: func() sandbox.Spec { return sandbox.Spec{Image: testImage, TTL: 10 * time.Minute} },
+		Spec:        func() sandbox.Spec { return sandbox.Spec{Image: testImage, TTL: 10 * time.Minute} },
+		EndpointTLS: &tls.Config{RootCAs: srv.TunnelRoots()},
 	})
 	if left := srv.Running(); len(left) != 0 {
 		t.Errorf("sandboxes still running after the suite: %v", left)

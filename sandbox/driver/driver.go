@@ -8,7 +8,7 @@
 // name and sandbox ID, so drivers need not.
 //
 // Optional features are small interfaces found by type assertion
-// (TimeoutSetter, Signaler, TreeUploader, ...). A driver states only the
+// (TimeoutSetter, Signaler, TreeUploader, Endpointer, ...). A driver states only the
 // facts no interface can show (resource mode, networks, GPUs, ...); the
 // capabilities that follow from an interface are derived from it by
 // Derive, so that no driver, registry entry or test can claim a feature
@@ -19,6 +19,7 @@ package driver
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/types"
@@ -173,6 +174,44 @@ type EnvdServer interface {
 	EnvdEndpoint(ctx context.Context) (types.EnvdEndpoint, error)
 }
 
+// Endpointer is implemented by sandboxes whose ports a client on the
+// launcher's side can reach (Capabilities.Ports lists the protocols).
+type Endpointer interface {
+	// Endpoint returns how to reach port (its Protocol filled in) inside
+	// the sandbox: a URL, the headers to send and an expiry. It does not
+	// wait for a server to listen there: a server may start later. Once
+	// one listens, HTTP requests (WebSocket upgrades and long streams
+	// included) or, for PortTCP, raw bytes reach it intact; while none
+	// does, an HTTP request is answered at once with a 5xx status whose
+	// body says so, and a TCP connection is closed, never left hanging.
+	// A protocol the provider cannot carry is NotSupported; with
+	// Capabilities.PortsAtCreate, a port the Spec did not declare, or
+	// declared with another protocol, is InvalidArgument. Keep-alives
+	// the provider needs while an endpoint is in use (traffic that does
+	// not count as activity) run until Close.
+	Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error)
+}
+
+// PortDialer is implemented by sandboxes that carry a connection to one
+// of their ports over the provider's own channel (Capabilities.DialPort),
+// so that a proxy (`berth serve`) needs no listener of its own.
+type PortDialer interface {
+	// DialPort connects to 127.0.0.1:port (or [::1]:port) inside the
+	// sandbox. Nothing listening there is Unavailable, at once.
+	DialPort(ctx context.Context, port int) (net.Conn, error)
+}
+
+// Forwarder is implemented by sandboxes that can reach a host address
+// without any network of their own (Capabilities.Forward).
+type Forwarder interface {
+	// Forward listens on 127.0.0.1:port inside the sandbox and connects
+	// each connection made there to hostAddr (host:port, dialled from the
+	// host) until the returned Closer is closed or the handle is. It opens
+	// nothing else: the sandbox reaches hostAddr and no other address. A
+	// port already in use in the sandbox is AlreadyExists.
+	Forward(ctx context.Context, port int, hostAddr string) (io.Closer, error)
+}
+
 // Derive returns c with every capability that follows from an optional
 // interface set from the interfaces the driver's types implement: P is
 // the driver's Provider type, S its Sandbox handle type and R its Process
@@ -193,6 +232,11 @@ func Derive[P Provider, S Sandbox, R Process](c types.Capabilities) types.Capabi
 	_, c.Envd = any(s).(EnvdServer)
 	_, c.PrepareImage = any(p).(ImagePreparer)
 	_, c.Reap = any(p).(Reaper)
+	_, c.DialPort = any(s).(PortDialer)
+	_, c.Forward = any(s).(Forwarder)
+	if _, ok := any(s).(Endpointer); !ok {
+		c.Ports, c.PortsAtCreate = nil, false
+	}
 	if !c.SetTimeout {
 		c.MinTimeout = 0
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"maps"
@@ -34,6 +35,10 @@ type Harness struct {
 	// so that the case stays quick. Zero skips the case, for a test
 	// backend that records the size with no disk behind it.
 	StorageMB int
+	// EndpointTLS is the TLS configuration of the clients of Endpoint
+	// URLs (the roots of an in-process server's tunnels); nil means the
+	// system's.
+	EndpointTLS *tls.Config
 }
 
 // Timeouts that bound each case so that a hung provider fails rather than
@@ -63,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"files", fileCases},
 		{"lifecycle", lifecycleCases},
 		{"network", networkCases},
+		{"ports", portCases},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

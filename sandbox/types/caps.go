@@ -35,6 +35,12 @@ type Capabilities struct {
 	// MinTimeout is the shortest deadline SetTimeout can set; shorter ones
 	// are rounded up to it (Daytona counts whole minutes). Zero: a second.
 	MinTimeout time.Duration `json:"min_timeout,omitempty"`
+	// Ports lists the protocols Endpoint exposes. The driver states them;
+	// Derive empties the list when its handles have no Endpointer.
+	Ports []PortProtocol `json:"ports,omitempty"`
+	// PortsAtCreate: Endpoint serves only the ports declared in
+	// Spec.Ports (Modal opens its tunnels at create).
+	PortsAtCreate bool `json:"ports_at_create,omitempty"`
 
 	// Derived from the driver's interfaces (driver.Derive).
 
@@ -63,6 +69,25 @@ type Capabilities struct {
 	PrepareImage bool `json:"prepare_image"`
 	// Reap: the provider removes what dead sandboxes left (Reaper).
 	Reap bool `json:"reap"`
+	// DialPort: a connection to a port inside the sandbox is carried by
+	// the provider's own channel (PortDialer).
+	DialPort bool `json:"dial_port"`
+	// Forward: a host address can be made reachable inside the sandbox
+	// at 127.0.0.1:PORT, even without a network (Forwarder).
+	Forward bool `json:"forward"`
+}
+
+// ExposesPorts reports whether Endpoint serves proto (c.Ports).
+func (c Capabilities) ExposesPorts(proto PortProtocol) bool {
+	if proto == "" {
+		proto = PortHTTP
+	}
+	for _, p := range c.Ports {
+		if p == proto {
+			return true
+		}
+	}
+	return false
 }
 
 // Supports reports whether mode is in c.Networks.

@@ -32,6 +32,11 @@ type Spec struct {
 	TTL time.Duration
 	// Network is the egress policy; the zero value is NetworkNone.
 	Network Network
+	// Ports the sandbox will serve, for Endpoint. Providers whose
+	// Capabilities.PortsAtCreate is set (Modal) expose only these; the
+	// others expose any port later and only check the protocols here
+	// against Capabilities.Ports.
+	Ports []Port
 }
 
 // Build is an image built from a Dockerfile in a context directory.
@@ -110,6 +115,9 @@ func (s *Spec) Validate() error {
 	if err := ValidateLabels(s.Labels); err != nil {
 		return err
 	}
+	if err := validatePorts(s.Ports); err != nil {
+		return err
+	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return Errorf(InvalidArgument, "spec: environment variable name %q is invalid", k)
@@ -156,6 +164,11 @@ func (s Spec) WithDefaults() Spec {
 	s.Env = maps.Clone(s.Env)
 	s.Labels = maps.Clone(s.Labels)
 	s.Network.Allow = append([]string(nil), s.Network.Allow...)
+	var ports []Port
+	for _, p := range s.Ports {
+		ports = append(ports, p.WithDefaults())
+	}
+	s.Ports = ports
 	return s
 }
 

@@ -17,6 +17,12 @@ func (s *Server) lifecycleRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/sandbox/{id}/stop", s.withSandbox(s.stopSandbox))
 	mux.HandleFunc("POST /api/sandbox/{id}/pause", s.withSandbox(s.pause))
 	mux.HandleFunc("POST /api/sandbox/{id}/fork", s.withSandbox(s.fork))
+	// The SDKs' refreshActivity: the auto-stop clock starts again (preview
+	// traffic does not move it; toolbox calls do).
+	mux.HandleFunc("POST /api/sandbox/{id}/last-activity", s.withSandbox(func(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+		sb.lastActive = time.Now()
+		w.WriteHeader(http.StatusCreated)
+	}))
 	mux.HandleFunc("POST /api/sandbox/{id}/autostop/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) { sb.AutoStopInterval = m })))
 	mux.HandleFunc("POST /api/sandbox/{id}/autoarchive/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) { sb.AutoArchiveInterval = m })))
 	mux.HandleFunc("POST /api/sandbox/{id}/autodelete/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) { sb.AutoDeleteInterval = m })))

@@ -94,6 +94,7 @@ func Main(ctx context.Context, o Options) error {
 	defer srv.Close()
 	mux := http.NewServeMux()
 	mux.Handle(TreePath, newTreeServer(cfg.Token, cfg.User, budget))
+	newPortServer(cfg.Token).routes(mux)
 	mux.Handle("/", srv)
 	err = sandboxinit.Run(ctx, sandboxinit.Options{Listener: ln, Handler: mux, Deadline: cfg.Deadline, Token: cfg.Token, Logf: o.Logf})
 	if errors.Is(err, sandboxinit.ErrDeadline) {

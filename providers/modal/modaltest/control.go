@@ -212,6 +212,7 @@ func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Re
 	return pb.SandboxCreateV2Response_builder{
 		SandboxId: sb.id,
 		TaskId:    sb.taskID,
+		Tunnels:   sb.tunnelData(true),
 		CommandRouterAccess: pb.CommandRouterAccess_builder{
 			Jwt: sb.routerJWT,
 			Url: c.s.routerURL(),

@@ -32,11 +32,12 @@ type sandbox struct {
 	routerJWT string
 	done      chan struct{} // closed when the sandbox has ended
 
-	mu     sync.Mutex
-	timer  *time.Timer
-	tags   map[string]string
-	result *pb.GenericResult
-	execs  map[string]*proc
+	mu      sync.Mutex
+	timer   *time.Timer
+	tags    map[string]string
+	result  *pb.GenericResult
+	execs   map[string]*proc
+	tunnels []*tunnel // set before the sandbox is visible, closed by finish
 }
 
 func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[string]string) (*sandbox, error) {
@@ -82,11 +83,17 @@ func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[s
 			return nil, status.Errorf(codes.Internal, "installing busybox in the sandbox: %v", err)
 		}
 	}
+	if err := sb.openTunnels(); err != nil {
+		sb.closeTunnels()
+		_ = os.RemoveAll(sb.dir)
+		return nil, err
+	}
 	exp := time.Now().Add(time.Duration(def.GetTimeoutSecs()+3600) * time.Second)
 	sb.routerJWT = jwt(map[string]any{"exp": exp.Unix(), "task_id": sb.taskID})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		sb.closeTunnels()
 		_ = os.RemoveAll(sb.dir)
 		return nil, status.Error(codes.Unavailable, errClosed.Error())
 	}
@@ -121,6 +128,7 @@ func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, msg string) {
 	if timer != nil {
 		timer.Stop()
 	}
+	sb.closeTunnels()
 	for _, p := range procs {
 		p.kill()
 	}

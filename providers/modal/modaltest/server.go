@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -71,7 +73,12 @@ type Server struct {
 	faults      faults
 	closed      bool
 
-	procs sync.WaitGroup // goroutines of running commands
+	procs sync.WaitGroup // goroutines of running commands and tunnels
+
+	caOnce sync.Once // the tunnels' certificates (tunnels.go)
+	ca     *x509.Certificate
+	leaf   *tls.Certificate
+	caErr  error
 }
 
 // Start serves a new Server on a loopback port.
