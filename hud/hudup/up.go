@@ -92,8 +92,8 @@ func (o *Options) defaults() error {
 	if o.TTL <= 0 {
 		o.TTL = DefaultTTL
 	}
-	if max := o.Provider.Capabilities().MaxTTL; max > 0 && o.TTL > max {
-		o.TTL = max
+	if limit := o.Provider.Capabilities().MaxTTL; limit > 0 && o.TTL > limit {
+		o.TTL = limit
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
