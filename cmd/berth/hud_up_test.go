@@ -39,15 +39,7 @@ type hudUpHost struct {
 
 func newHUDUpHost(t *testing.T) *hudUpHost {
 	t.Helper()
-	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, agent := localBinaries(t)
 	server, err := testbin.Static("hud", "github.com/berth-sh/berth/internal/hudenv")
 	if err != nil {
 		t.Fatal(err)
@@ -63,12 +55,8 @@ func newHUDUpHost(t *testing.T) *hudUpHost {
 	h := &hudUpHost{bin: bin, env: append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+agent),
 		prov: sandbox.NewProvider("local", d)}
 	t.Cleanup(func() {
-		for _, in := range h.live(t) {
-			h.prov.Delete(context.Background(), in.ID)
-		}
-		h.prov.Reap(context.Background())
 		h.prov.Close()
-		os.RemoveAll(state)
+		removeState(state, agent)
 	})
 	tarPath := filepath.Join(t.TempDir(), "hudenv.tar")
 	writeHUDEnvImage(t, tarPath, server)
