@@ -2,6 +2,7 @@ package smoke_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/hud/hudserve"
+	"github.com/berth-sh/berth/internal/benchstat"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
@@ -20,16 +22,24 @@ import (
 )
 
 // BenchmarkHUDEpisodes runs 200 golden episodes of the built-in task at 16
-// concurrent sessions on the local provider, twice: through `berth hud
-// serve` (hello, tasks.start, solution through the MCP tools over
-// tunnels, tasks.grade, bye) and straight on the sandbox API (create,
+// concurrent sessions on the local provider three ways, in one run:
+// through `berth hud serve` (hello, tasks.start, solution through the MCP
+// tools over tunnels, tasks.grade, bye), through the OpenEnv connector
+// (berth's hosted tbench2 server: reset, the solution through exec
+// actions, evaluate, close) and straight on the sandbox API (create,
 // prepare, the oracle agent, the verifier, delete: the same work with no
-// protocol). berth's overhead per episode is the difference of the two
-// latency distributions, reported at p50 and p95.
+// protocol). The arms take turns in rounds (a quarter of the episodes
+// each, the order rotated every round), so that load that comes and goes
+// on the machine falls on all three alike. berth's overhead per episode
+// for a connector is the difference of its latency distribution and the
+// direct one, at p50 and p95.
 //
-//	go test ./smoke -run '^$' -bench BenchmarkHUDEpisodes -benchtime 1x
+//	go test ./smoke -run '^$' -bench BenchmarkHUDEpisodes -benchtime 1x -timeout 30m
+//	BERTH_BENCH_EPISODES=200 BERTH_BENCH_CONCURRENCY=16 BERTH_BENCH_ROUNDS=4 (the defaults)
 func BenchmarkHUDEpisodes(b *testing.B) {
-	const episodes, concurrency = 200, 16
+	episodes := benchstat.EnvInt("BERTH_BENCH_EPISODES", 200)
+	concurrency := benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 16)
+	rounds := benchstat.EnvInt("BERTH_BENCH_ROUNDS", 4)
 	env := localEnv(b, registry.OSEnviron())
 	prov, err := builtin.Registry().Open(context.Background(), "local", env, nil)
 	if err != nil {
@@ -51,30 +61,73 @@ func BenchmarkHUDEpisodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	go func() { _ = srv.Serve(ln) }()
+	oeURL, oeStop, err := smoke.OpenEnvServer(tk, prov, concurrency)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer oeStop()
 	if err := prov.PrepareImage(context.Background(), trial.TaskSpec(tk, trial.Overrides{})); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		viaHUD := runEpisodes(b, episodes, concurrency, func(ctx context.Context) error {
+	arms := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"hud", func(ctx context.Context) error {
 			_, g, err := smoke.HUDEpisode(ctx, ln.Addr().String(), tk, "golden")
 			if err == nil && g.Score != 1 {
-				b.Errorf("score %v", g.Score)
+				err = fmt.Errorf("hud: score %v", g.Score)
 			}
 			return err
-		})
-		direct := runEpisodes(b, episodes, concurrency, func(ctx context.Context) error {
-			return directEpisode(ctx, prov, tk)
-		})
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"p50", 0.50}, {"p95", 0.95}} {
-			h, d := quantile(viaHUD, q.p), quantile(direct, q.p)
-			b.ReportMetric(ms(h), "hud-"+q.name+"-ms")
-			b.ReportMetric(ms(d), "direct-"+q.name+"-ms")
-			b.ReportMetric(ms(h-d), "overhead-"+q.name+"-ms")
+		}},
+		{"openenv", func(ctx context.Context) error {
+			r, err := smoke.OpenEnvEpisode(ctx, oeURL, tk)
+			if err == nil && r != 1 {
+				err = fmt.Errorf("openenv: reward %v", r)
+			}
+			return err
+		}},
+		{"direct", func(ctx context.Context) error { return directEpisode(ctx, prov, tk) }},
+	}
+	for b.Loop() {
+		lat := make([][]float64, len(arms))
+		wall := make([]time.Duration, len(arms))
+		for r := range rounds {
+			n := episodes/rounds + btoi(r < episodes%rounds)
+			for k := range arms {
+				i := (k + r) % len(arms)
+				t0 := time.Now()
+				lat[i] = append(lat[i], runEpisodes(b, n, concurrency, arms[i].run)...)
+				wall[i] += time.Since(t0)
+			}
+		}
+		direct := lat[len(arms)-1]
+		slices.Sort(direct)
+		for i, a := range arms {
+			slices.Sort(lat[i])
+			if len(lat[i]) != episodes {
+				b.Fatalf("%s: %d of %d episodes ran", a.name, len(lat[i]), episodes)
+			}
+			p50, p95 := benchstat.Percentile(lat[i], 0.50), benchstat.Percentile(lat[i], 0.95)
+			b.ReportMetric(p50, a.name+"-p50-ms")
+			b.ReportMetric(p95, a.name+"-p95-ms")
+			msg := fmt.Sprintf("%-8s %d episodes at %d sessions in %.1f s: p50 %.0f ms, p95 %.0f ms", a.name, episodes, concurrency, wall[i].Seconds(), p50, p95)
+			if i != len(arms)-1 {
+				o50, o95 := p50-benchstat.Percentile(direct, 0.50), p95-benchstat.Percentile(direct, 0.95)
+				b.ReportMetric(o50, a.name+"-overhead-p50-ms")
+				b.ReportMetric(o95, a.name+"-overhead-p95-ms")
+				msg += fmt.Sprintf("; overhead over direct p50 %.0f ms, p95 %.0f ms", o50, o95)
+			}
+			b.Log(msg)
 		}
 	}
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // directEpisode is the episode's work with no protocol: what a Harbor
@@ -97,9 +150,11 @@ func directEpisode(ctx context.Context, prov *sandbox.Provider, tk *task.Task) e
 	return err
 }
 
-func runEpisodes(b *testing.B, n, concurrency int, run func(context.Context) error) []time.Duration {
+// runEpisodes runs n episodes, concurrency at a time, and returns the
+// latencies of those that succeeded, in milliseconds.
+func runEpisodes(b *testing.B, n, concurrency int, run func(context.Context) error) []float64 {
 	var mu sync.Mutex
-	var out []time.Duration
+	var out []float64
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range concurrency {
@@ -117,7 +172,7 @@ func runEpisodes(b *testing.B, n, concurrency int, run func(context.Context) err
 					continue
 				}
 				mu.Lock()
-				out = append(out, d)
+				out = append(out, float64(d)/float64(time.Millisecond))
 				mu.Unlock()
 			}
 		}()
@@ -127,15 +182,5 @@ func runEpisodes(b *testing.B, n, concurrency int, run func(context.Context) err
 	}
 	close(jobs)
 	wg.Wait()
-	slices.Sort(out)
 	return out
 }
-
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -29,32 +29,12 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	if o.TaskDir == "" {
 		rep.Task += " (built-in)"
 	}
-	factory, err := tbench2.NewFactory(tbench2.Options{
-		Provider: prov, TasksDir: filepath.Dir(t.Dir), CommandTimeout: t.AgentTimeout, TTLMargin: entry.TTLMargin,
-		Labels: map[string]string{trial.LabelJob: "smoke"},
-	})
+	base, stop, err := startOpenEnv(t, entry, prov, 0)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := openenv.New(openenv.Options{Factory: factory, Info: tbench2.Info()})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer func() {
-		_ = srv.Close() // deletes the sandbox of a session still open
-		_ = hs.Close()
-	}()
-	wait := max(t.BuildTimeout, t.AgentTimeout, t.VerifierTimeout)
-	if wait <= 0 {
-		wait = time.Hour
-	}
-	client, err := openenv.NewClient("http://"+ln.Addr().String(), openenv.ClientOptions{MessageTimeout: wait + time.Minute})
+	defer stop() // deletes the sandbox of a session still open
+	client, err := newOpenEnvClient(base, t)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +48,44 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	rep.TotalSec = rep.Total.Seconds()
 	rep.Pass = rep.Reward == 1.0 && rep.ExitStatus == Submitted
 	return rep, nil
+}
+
+// startOpenEnv serves the hosted tbench2 environment over prov for t's
+// task directory on a loopback port, at most maxEnvs sessions at once (0:
+// the server's default); stop closes the server and deletes the sandboxes
+// of sessions still open.
+func startOpenEnv(t *task.Task, entry registry.Entry, prov *sandbox.Provider, maxEnvs int) (base string, stop func(), err error) {
+	factory, err := tbench2.NewFactory(tbench2.Options{
+		Provider: prov, TasksDir: filepath.Dir(t.Dir), CommandTimeout: t.AgentTimeout, TTLMargin: entry.TTLMargin,
+		Labels: map[string]string{trial.LabelJob: "smoke"}, MaxSessions: maxEnvs,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := openenv.New(openenv.Options{Factory: factory, Info: tbench2.Info(), MaxConcurrentEnvs: maxEnvs})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Close()
+		_ = hs.Close()
+	}, nil
+}
+
+// newOpenEnvClient is a client whose messages may take as long as the
+// task's longest phase.
+func newOpenEnvClient(base string, t *task.Task) (*openenv.Client, error) {
+	wait := max(t.BuildTimeout, t.AgentTimeout, t.VerifierTimeout)
+	if wait <= 0 {
+		wait = time.Hour
+	}
+	return openenv.NewClient(base, openenv.ClientOptions{MessageTimeout: wait + time.Minute})
 }
 
 // oeEpisode is the client's side of one golden episode.
@@ -113,7 +131,13 @@ func (ep *oeEpisode) run(ctx context.Context, o Options, prov *sandbox.Provider,
 		ep.skip("sandbox create", "exec", "verifier")
 		return
 	}
-	err = ep.phase("sandbox create", t.BuildTimeout, func(ctx context.Context) error {
+	ep.episode(ctx, o, t)
+}
+
+// episode is the golden episode once the image is resolved: reset (the
+// sandbox's create), the agent's exec actions, evaluate.
+func (ep *oeEpisode) episode(ctx context.Context, o Options, t *task.Task) {
+	err := ep.phase("sandbox create", t.BuildTimeout, func(ctx context.Context) error {
 		r, err := ep.client.Reset(ctx, map[string]any{"task_id": filepath.Base(t.Dir)})
 		if err != nil {
 			return err

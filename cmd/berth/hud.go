@@ -24,7 +24,7 @@ func (a *app) hudCmd() *cobra.Command {
 same port. "berth hud serve" is such an environment for Harbor and
 Terminal-Bench tasks, with sandboxes from any provider.`,
 	}
-	cmd.AddCommand(a.hudServeCmd(), a.hudTunnelCmd())
+	cmd.AddCommand(a.hudServeCmd(), a.hudUpCmd(), a.hudTunnelCmd())
 	return cmd
 }
 

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/berth-sh/berth/internal/testbin"
 )
 
 // A Ctrl-C and a kill -9 in the middle of a 50-trial job on the local
@@ -22,15 +20,7 @@ import (
 const interruptTrials = 50
 
 func TestInterruptedJobs(t *testing.T) {
-	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, agent := localBinaries(t)
 	tasks := t.TempDir()
 	for i := range interruptTrials {
 		writeSleepTask(t, filepath.Join(tasks, fmt.Sprintf("task-%02d", i)))

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/harbortest"
-	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/providers/local"
@@ -33,15 +32,7 @@ type hostedServer struct {
 
 func startHosted(t *testing.T, args ...string) *hostedServer {
 	t.Helper()
-	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, agent := localBinaries(t)
 	state, err := os.MkdirTemp("", "berth-oe-")
 	if err != nil {
 		t.Fatal(err)

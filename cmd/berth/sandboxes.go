@@ -35,6 +35,19 @@ func parseLabels(kvs []string) (map[string]string, error) {
 	return out, nil
 }
 
+// parseEnv reads --env NAME=value flags.
+func parseEnv(kvs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, usageError(fmt.Errorf("--env %q is not NAME=value", kv))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 func (a *app) sbCreateCmd() *cobra.Command {
 	var backend, network string
 	var labels, envs, ports []string
@@ -63,13 +76,8 @@ that they carry the protocol.`,
 				return err
 			}
 			spec.Labels["berth.launcher"] = "cli"
-			spec.Env = map[string]string{}
-			for _, kv := range envs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return usageError(fmt.Errorf("--env %q is not NAME=value", kv))
-				}
-				spec.Env[k] = v
+			if spec.Env, err = parseEnv(envs); err != nil {
+				return err
 			}
 			spec.Network.Mode = sandbox.NetworkMode(network)
 			for _, s := range ports {
