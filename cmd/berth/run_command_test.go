@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/session/engine"
+	"github.com/berth-sh/berth/session/testengine"
+	"github.com/berth-sh/berth/session/tito"
+)
+
+const commandKey = "sk-SECRET-run-command-3c9e"
+
+// commandHarness asks the model what to do with busybox wget and runs the
+// reply; it prints its environment first, as careless harnesses do.
+const commandHarness = `env | sort > /logs/agent/env.txt
+echo "key: $OPENAI_API_KEY"
+body=$(printf '{"model":"%s","messages":[{"role":"user","content":"%s"}]}' "$BERTH_MODEL" "$(cat "$BERTH_INSTRUCTION_FILE")")
+resp=$(wget -q -O - --header "Authorization: Bearer $OPENAI_API_KEY" --header "Content-Type: application/json" --post-data "$body" "$OPENAI_API_BASE/chat/completions") || exit 9
+cmd=$(printf '%s' "$resp" | sed -n 's/.*"content":"\([^"]*\)".*/\1/p')
+eval "$cmd"`
+
+// berth run -a command on local (network none): the harness reaches a
+// plain OpenAI-compatible endpoint that wants a key through the reverse
+// port; the endpoint sees the real key on every request, the sandbox only
+// its relay token, and the key is in no file of the job and no output.
+func TestRunCommand(t *testing.T) {
+	_, state := localState(t)
+	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	tasksDir := filepath.Join(work, "tasks")
+	for i := range 2 {
+		writeSleepTask(t, filepath.Join(tasksDir, fmt.Sprintf("task-%d", i)))
+	}
+	te, err := testengine.New(c.Tok, func(testengine.Call) testengine.Reply { return testengine.Reply{Text: "printf 42 | tee /tmp/answer"} }, testengine.Options{Dialect: engine.OpenAI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	auth := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+commandKey {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		te.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	keyFile := filepath.Join(work, "key")
+	os.WriteFile(keyFile, []byte(commandKey+"\n"), 0o600)
+	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentFor(t)}, work)
+
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-p", tasksDir, "-a", "command", "--agent-cmd", commandHarness, "--api-base", ts.URL + "/v1", "--model", "m-7b",
+		"--api-key-file", keyFile, "-o", filepath.Join(work, "jobs"), "--job-name", "eval", "-n", "2"}, nil, &stdout, &stderr, env)
+	if code != 0 || !strings.Contains(stdout.String(), "2 trials: 2 passed") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if len(auth) != 1 || auth["Bearer "+commandKey] != 2 {
+		t.Fatalf("authorization headers the endpoint saw: %v", auth)
+	}
+	jobDir := filepath.Join(work, "jobs", "eval")
+	dirs, _ := filepath.Glob(filepath.Join(jobDir, "task-*"))
+	for _, d := range dirs {
+		envTxt, _ := os.ReadFile(filepath.Join(d, "agent", "env.txt"))
+		if !strings.Contains(string(envTxt), "OPENAI_API_KEY=berth-relay-") || !strings.Contains(string(envTxt), "OPENAI_API_BASE=http://127.0.0.1:39217/v1") ||
+			!strings.Contains(string(envTxt), "BERTH_MODEL=m-7b") || !strings.Contains(string(envTxt), "BERTH_INSTRUCTION=Write 42.") {
+			t.Fatalf("%s: the harness's environment:\n%s", d, envTxt)
+		}
+	}
+	noKey(t, jobDir, commandKey, stdout.String()+stderr.String())
+
+}
+
+// noKey fails when key is in a file under dir or in out.
+func noKey(t *testing.T, dir, key, out string) {
+	t.Helper()
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(key)) {
+				t.Errorf("%s holds the API key", p)
+			}
+		}
+		return nil
+	})
+	if strings.Contains(out, key) {
+		t.Fatal("the API key was printed")
+	}
+}
