@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/internal/hfref"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"
@@ -102,4 +103,38 @@ func noKey(t *testing.T, dir, key, out string) {
 	if strings.Contains(out, key) {
 		t.Fatal("the API key was printed")
 	}
+}
+
+// berth rollout -a command on local (network none), the session server in
+// process on every address (so with a key made up for the run) in front of
+// the echoing test engine: the harness's request reaches the session
+// through the reverse port, whose relay holds that key; the sample
+// carries the reward; no key is printed or written.
+func TestRolloutCommand(t *testing.T) {
+	_, state := localState(t)
+	tok := hfref.RequireQwen3(t)
+	work := t.TempDir()
+	tasksDir := filepath.Join(work, "tasks")
+	writeSleepTask(t, filepath.Join(tasksDir, "echo"))
+	// The test engine echoes: "You said: <the command>".
+	harness := `body='{"model":"m","messages":[{"role":"user","content":"printf 42 | tee /tmp/answer"}]}'
+resp=$(wget -q -O - --header "Authorization: Bearer $OPENAI_API_KEY" --header "Content-Type: application/json" --post-data "$body" "$OPENAI_API_BASE/chat/completions") || exit 9
+cmd=$(printf '%s' "$resp" | sed -n 's/.*"content":"You said: \([^"]*\)".*/\1/p')
+eval "$cmd"`
+	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentFor(t)}, work)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"rollout", "-p", tasksDir, "--engine", "test:", "--model-family", "qwen3", "--tokenizer", tok, "--session-addr", "0.0.0.0:0",
+		"-a", "command", "--agent-cmd", harness, "-o", filepath.Join(work, "jobs"), "--job-name", "r", "--strict"}, nil, &stdout, &stderr, env)
+	if code != 0 || !strings.Contains(stdout.String(), "mean reward 1.000") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	dirs, _ := filepath.Glob(filepath.Join(work, "jobs", "r", "echo__*"))
+	if len(dirs) != 1 {
+		t.Fatalf("trials %v", dirs)
+	}
+	b, err := os.ReadFile(filepath.Join(dirs[0], "samples.jsonl"))
+	if err != nil || !strings.Contains(string(b), `"status":"COMPLETED"`) || !strings.Contains(string(b), `"reward":1`) {
+		t.Fatalf("samples: %v\n%.2000s", err, b)
+	}
+	noKey(t, filepath.Join(work, "jobs"), apikeys.Prefix, stdout.String()+stderr.String())
 }
