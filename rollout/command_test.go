@@ -230,6 +230,15 @@ func TestCommandAgentNoRoute(t *testing.T) {
 		t.Fatal("the refused rollout wrote a job")
 	}
 
+	// The key of the session server (this one takes any) goes into the
+	// sandbox with an external URL; the harness prints it, and its log has
+	// it scrubbed.
+	const key = "sk-SECRET-session-9d2c"
+	f.pe.Client.APIKey = key
+	cmdAgent = func(c *rollout.Config) {
+		c.Job.Agent, c.Job.NAttempts = command.Name, 1
+		c.Command = command.Options{Command: "echo \"key: $OPENAI_API_KEY\"\n" + callModel, Model: "policy"}
+	}
 	res, err := f.run(t.Context(), t, func(c *rollout.Config) { cmdAgent(c); c.ExternalURL = f.pe.Client.BaseURL + "/" })
 	if err != nil {
 		t.Fatal(err)
@@ -243,5 +252,14 @@ func TestCommandAgentNoRoute(t *testing.T) {
 		t.Fatalf("reward %v, metadata %v, log\n%s", r.Reward(), r.AgentResult.Metadata, log)
 	}
 	checkReplyMasked(t, d, ss[0], commandPolicy)
+	if !strings.Contains(string(log), "key: [REDACTED]\n") {
+		t.Fatalf("the harness's log:\n%s", log)
+	}
+	filepath.Walk(filepath.Join(f.jobs, "r"), func(p string, fi os.FileInfo, err error) error {
+		if b, _ := os.ReadFile(p); err == nil && fi.Mode().IsRegular() && strings.Contains(string(b), key) {
+			t.Errorf("%s holds the key", p)
+		}
+		return nil
+	})
 	f.leftovers(t)
 }
