@@ -16,8 +16,11 @@ import (
 	"time"
 )
 
-// maxRequestBytes bounds one request body from the sandbox.
-const maxRequestBytes = 64 << 20
+// Bounds on what one sandbox asks of the relay.
+const (
+	maxRequestBytes = 64 << 20 // one request body
+	maxInFlight     = 64       // requests at once; more are answered 429
+)
 
 // relay carries a sandbox's model requests to the endpoint: it listens on
 // this host's loopback (the sandbox reaches it through the reverse port),
@@ -30,6 +33,7 @@ type relay struct {
 	ln       net.Listener
 	srv      *http.Server
 	requests atomic.Int64
+	slots    chan struct{}
 }
 
 // newRelay starts a relay to base (an OpenAI base URL ending in /v1).
@@ -46,7 +50,7 @@ func newRelay(base, key string, client *http.Client) (*relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{token: "berth-relay-" + hex.EncodeToString(b[:]), base: u, key: key, ln: ln}
+	r := &relay{token: "berth-relay-" + hex.EncodeToString(b[:]), base: u, key: key, ln: ln, slots: make(chan struct{}, maxInFlight)}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       r.rewrite,
 		FlushInterval: -1, // streamed replies (SSE) go out as they come
@@ -62,7 +66,7 @@ func newRelay(base, key string, client *http.Client) (*relay, error) {
 	if client != nil && client.Transport != nil {
 		rp.Transport = client.Transport
 	}
-	r.srv = &http.Server{Handler: r.guard(rp), ReadHeaderTimeout: 30 * time.Second}
+	r.srv = &http.Server{Handler: r.guard(rp), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go r.srv.Serve(ln)
 	return r, nil
 }
@@ -88,6 +92,14 @@ func (r *relay) guard(next http.Handler) http.Handler {
 		p := req.URL.Path
 		if req.URL.RawPath != "" || !strings.HasPrefix(p, "/v1/") || path.Clean(p) != strings.TrimSuffix(p, "/") || strings.Contains(p, "//") {
 			http.Error(w, "berth relay: only the model API under /v1/ is served", http.StatusForbidden)
+			return
+		}
+		select {
+		case r.slots <- struct{}{}:
+			defer func() { <-r.slots }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "berth relay: too many requests at once", http.StatusTooManyRequests)
 			return
 		}
 		r.requests.Add(1)

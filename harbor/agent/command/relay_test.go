@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -160,5 +161,55 @@ func TestNewChecksOptions(t *testing.T) {
 	}
 	if a.o.APIBase != "http://h:8000/sessions/abc/v1" || a.o.ExternalBase != "https://gw.example/sessions/abc/v1" || a.o.Port != DefaultPort {
 		t.Fatalf("%+v", a.o)
+	}
+}
+
+// A sandbox holds at most maxInFlight requests open at once; the next is
+// answered 429 (OpenAI clients back off), and a slot frees when a request
+// ends.
+func TestRelayBoundsRequestsInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(maxInFlight)
+	var n atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= maxInFlight {
+			arrived.Done()
+			<-release
+		}
+	}))
+	defer ts.Close()
+	r, err := newRelay(ts.URL+"/v1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	post := func() int {
+		req, _ := http.NewRequest("POST", "http://"+r.addr()+"/v1/chat/completions", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	codes := make(chan int, maxInFlight)
+	for range maxInFlight {
+		go func() { codes <- post() }()
+	}
+	arrived.Wait()
+	if code := post(); code != http.StatusTooManyRequests {
+		t.Fatalf("request %d: %d, want 429", maxInFlight+1, code)
+	}
+	close(release)
+	for range maxInFlight {
+		if code := <-codes; code != 200 {
+			t.Fatalf("a request in bounds: %d", code)
+		}
+	}
+	if code := post(); code != 200 {
+		t.Fatalf("after the others ended: %d", code)
 	}
 }
