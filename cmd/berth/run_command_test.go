@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,44 +38,24 @@ eval "$cmd"`
 // its relay token, and the key is in no file of the job and no output.
 func TestRunCommand(t *testing.T) {
 	_, state := localState(t)
-	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := t.TempDir()
 	tasksDir := filepath.Join(work, "tasks")
 	for i := range 2 {
 		writeSleepTask(t, filepath.Join(tasksDir, fmt.Sprintf("task-%d", i)))
 	}
-	te, err := testengine.New(c.Tok, func(testengine.Call) testengine.Reply { return testengine.Reply{Text: "printf 42 | tee /tmp/answer"} }, testengine.Options{Dialect: engine.OpenAI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	auth := map[string]int{}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		auth[r.Header.Get("Authorization")]++
-		mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+commandKey {
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		te.ServeHTTP(w, r)
-	}))
-	defer ts.Close()
+	url, auth := keyedEndpoint(t, func(testengine.Call) testengine.Reply { return testengine.Reply{Text: "printf 42 | tee /tmp/answer"} }, commandKey)
 	keyFile := filepath.Join(work, "key")
 	os.WriteFile(keyFile, []byte(commandKey+"\n"), 0o600)
 	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentFor(t)}, work)
 
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "-p", tasksDir, "-a", "command", "--agent-cmd", commandHarness, "--api-base", ts.URL + "/v1", "--model", "m-7b",
+	code := run([]string{"run", "-p", tasksDir, "-a", "command", "--agent-cmd", commandHarness, "--api-base", url + "/v1", "--model", "m-7b",
 		"--api-key-file", keyFile, "-o", filepath.Join(work, "jobs"), "--job-name", "eval", "-n", "2"}, nil, &stdout, &stderr, env)
 	if code != 0 || !strings.Contains(stdout.String(), "2 trials: 2 passed") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	if len(auth) != 1 || auth["Bearer "+commandKey] != 2 {
-		t.Fatalf("authorization headers the endpoint saw: %v", auth)
+	if seen := auth(); len(seen) != 1 || seen["Bearer "+commandKey] != 2 {
+		t.Fatalf("authorization headers the endpoint saw: %v", seen)
 	}
 	jobDir := filepath.Join(work, "jobs", "eval")
 	dirs, _ := filepath.Glob(filepath.Join(jobDir, "task-*"))
@@ -87,6 +68,38 @@ func TestRunCommand(t *testing.T) {
 	}
 	noKey(t, jobDir, commandKey, stdout.String()+stderr.String())
 
+}
+
+// keyedEndpoint serves the test engine, scripted, in its OpenAI dialect
+// behind a check of the key; auth counts the Authorization headers it saw.
+func keyedEndpoint(t *testing.T, script testengine.Script, key string) (url string, auth func() map[string]int) {
+	t.Helper()
+	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	te, err := testengine.New(c.Tok, script, testengine.Options{Dialect: engine.OpenAI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		te.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
 }
 
 // noKey fails when key is in a file under dir or in out.
