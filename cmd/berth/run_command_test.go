@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/qwen3test"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
-	"github.com/berth-sh/berth/session/tito"
 )
 
 const commandKey = "sk-SECRET-run-command-3c9e"
@@ -74,11 +74,7 @@ func TestRunCommand(t *testing.T) {
 // behind a check of the key; auth counts the Authorization headers it saw.
 func keyedEndpoint(t *testing.T, script testengine.Script, key string) (url string, auth func() map[string]int) {
 	t.Helper()
-	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	te, err := testengine.New(c.Tok, script, testengine.Options{Dialect: engine.OpenAI})
+	te, err := testengine.New(qwen3test.Codec(t).Tok, script, testengine.Options{Dialect: engine.OpenAI})
 	if err != nil {
 		t.Fatal(err)
 	}

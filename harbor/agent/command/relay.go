@@ -13,7 +13,8 @@ import (
 	"path"
 	"strings"
 	"sync/atomic"
-	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 // Bounds on what one sandbox asks of the relay.
@@ -66,7 +67,7 @@ func newRelay(base, key string, client *http.Client) (*relay, error) {
 	if client != nil && client.Transport != nil {
 		rp.Transport = client.Transport
 	}
-	r.srv = &http.Server{Handler: r.guard(rp), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	r.srv = httpserve.NewServer(r.guard(rp), 0) // bodies stream: no read timeout
 	go r.srv.Serve(ln)
 	return r, nil
 }
