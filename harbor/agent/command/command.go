@@ -243,6 +243,9 @@ func (a *Agent) Run(ctx context.Context, env agent.Env) error {
 		a.setExit(code)
 	case err == nil:
 		a.setExit(code)
+	case ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded):
+		// The exec itself failed: the sandbox's fault, not the harness's.
+		err = &agent.SandboxError{Err: err}
 	}
 	if a.route == RouteExternal && a.o.APIKey != "" {
 		a.scrub(context.WithoutCancel(ctx), env.Sandbox)
