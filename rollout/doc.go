@@ -3,9 +3,13 @@
 // layout) whose every trial talks to the policy through its own session on
 // a session server (package session), which records the token ids the
 // policy saw and produced. Per trial attempt it opens a session, runs the
-// agent (terminus) with the session's URL as its model endpoint, lets the
-// verifier grade the sandbox, then collects the session's samples and
-// deletes the session, whatever happened in between.
+// agent with the session's URL as its model endpoint, lets the verifier
+// grade the sandbox, then collects the session's samples and deletes the
+// session, whatever happened in between. The agent is terminus (on this
+// host, driving the sandbox's shell) or command (a harness inside the
+// sandbox, reaching its session through the reverse port, or through
+// Config.ExternalURL on providers without one; a backend with neither is
+// refused before any sandbox is made).
 //
 // Each trial directory gets, next to Harbor's files:
 //

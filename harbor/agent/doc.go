@@ -1,7 +1,8 @@
 // Package agent defines what the Harbor runner calls an agent (something
 // that works on a task inside a sandbox) and the two built in: oracle, which
 // runs the task's own solution (the golden agent), and nop, which does
-// nothing. LLM agents (harbor/agent/terminus) implement the same interface
+// nothing. Model agents (harbor/agent/terminus on this host,
+// harbor/agent/command inside the sandbox) implement the same interface
 // and Reporter, through which the trial records their model's token counts,
 // per-turn metrics and trajectory; their failures are typed apart:
 // ErrContextLength (the model's context is full), SandboxError (the
