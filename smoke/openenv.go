@@ -14,13 +14,17 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/openenv"
+	"github.com/berth-sh/berth/openenv/insandbox"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 )
 
 // runOpenEnv runs the golden episode through the OpenEnv protocol: an
-// in-process hosted tbench2 server over prov, and a client that resets to
+// in-process hosted tbench2 server over prov (LayoutHosted), or the server
+// in the task's sandbox reached through its Endpoint (LayoutSandbox, the
+// sandbox's creation and the server's start timed as sandbox create), and
+// a client that resets to
 // the task, pushes and runs solve.sh through exec actions (as Miles'
 // scan_golden does), evaluates and closes. The phases are timed as the
 // harbor connector times its own.
@@ -29,51 +33,96 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	if o.TaskDir == "" {
 		rep.Task += " (built-in)"
 	}
-	factory, err := tbench2.NewFactory(tbench2.Options{
-		Provider: prov, TasksDir: filepath.Dir(t.Dir), CommandTimeout: t.AgentTimeout, TTLMargin: entry.TTLMargin,
-		Labels: map[string]string{trial.LabelJob: "smoke"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	srv, err := openenv.New(openenv.Options{Factory: factory, Info: tbench2.Info()})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer func() {
-		_ = srv.Close() // deletes the sandbox of a session still open
-		_ = hs.Close()
-	}()
 	wait := max(t.BuildTimeout, t.AgentTimeout, t.VerifierTimeout)
 	if wait <= 0 {
 		wait = time.Hour
 	}
-	client, err := openenv.NewClient("http://"+ln.Addr().String(), openenv.ClientOptions{MessageTimeout: wait + time.Minute})
-	if err != nil {
-		return nil, err
+	copts := openenv.ClientOptions{MessageTimeout: wait + time.Minute, HTTPClient: o.EndpointClient}
+	ep := &oeEpisode{rep: rep}
+	switch o.Layout {
+	case LayoutHosted:
+		url, stop, err := hostedServer(o, entry, prov, t)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		if ep.client, err = openenv.NewClient(url, copts); err != nil {
+			return nil, err
+		}
+	case LayoutSandbox:
+		rep.Connector += " (in the sandbox)"
+		ep.launch = func(ctx context.Context) error {
+			e, err := insandbox.Launch(ctx, insandbox.LaunchOptions{
+				Provider: prov, Task: t, AgentBinary: o.AgentBinary, Port: o.Port, CommandTimeout: t.AgentTimeout,
+				TTLMargin: entry.TTLMargin, Labels: map[string]string{trial.LabelJob: "smoke"}, HTTPClient: o.EndpointClient,
+			})
+			if err != nil {
+				return err
+			}
+			ep.inSandbox, rep.SandboxID = e, e.Sandbox.ID()
+			ep.client, err = e.Client(copts)
+			return err
+		}
+		defer func() {
+			if ep.inSandbox != nil {
+				_ = ep.inSandbox.Close(ctx) // the sandbox goes, however the episode ended
+			}
+		}()
+	default:
+		return nil, &UsageError{fmt.Errorf("unknown openenv layout %q (hosted, sandbox)", o.Layout)}
 	}
-	defer client.Close()
-
-	ep := &oeEpisode{rep: rep, client: client}
 	start := time.Now()
 	ep.run(ctx, o, prov, t)
-	ep.phase("teardown", 0, func(context.Context) error { return client.Close() }, ctx)
+	ep.phase("teardown", 0, func(ctx context.Context) error {
+		var err error
+		if ep.client != nil {
+			err = ep.client.Close()
+		}
+		if ep.inSandbox != nil {
+			err = errors.Join(err, ep.inSandbox.Close(ctx))
+		}
+		return err
+	}, ctx)
 	rep.Total = time.Since(start)
 	rep.TotalSec = rep.Total.Seconds()
 	rep.Pass = rep.Reward == 1.0 && rep.ExitStatus == Submitted
 	return rep, nil
 }
 
+// hostedServer is an in-process hosted tbench2 server over prov; stop
+// closes it, deleting the sandbox of a session still open.
+func hostedServer(o Options, entry registry.Entry, prov *sandbox.Provider, t *task.Task) (string, func(), error) {
+	factory, err := tbench2.NewFactory(tbench2.Options{
+		Provider: prov, TasksDir: filepath.Dir(t.Dir), CommandTimeout: t.AgentTimeout, TTLMargin: entry.TTLMargin,
+		Labels: map[string]string{trial.LabelJob: "smoke"},
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := openenv.New(openenv.Options{Factory: factory, Info: tbench2.Info()})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Close()
+		_ = hs.Close()
+	}, nil
+}
+
 // oeEpisode is the client's side of one golden episode.
 type oeEpisode struct {
 	rep    *Report
 	client *openenv.Client
+	// launch, in the sandbox layout, starts the sandbox and its server
+	// (timed as sandbox create, with the reset).
+	launch    func(context.Context) error
+	inSandbox *insandbox.Env
 }
 
 // phase times fn under limit (0: none) and records it; a passed limit
@@ -114,6 +163,11 @@ func (ep *oeEpisode) run(ctx context.Context, o Options, prov *sandbox.Provider,
 		return
 	}
 	err = ep.phase("sandbox create", t.BuildTimeout, func(ctx context.Context) error {
+		if ep.launch != nil {
+			if err := ep.launch(ctx); err != nil {
+				return err
+			}
+		}
 		r, err := ep.client.Reset(ctx, map[string]any{"task_id": filepath.Base(t.Dir)})
 		if err != nil {
 			return err
@@ -122,7 +176,9 @@ func (ep *oeEpisode) run(ctx context.Context, o Options, prov *sandbox.Provider,
 		if err := r.Decode(&obs); err != nil {
 			return err
 		}
-		ep.rep.SandboxID, _ = obs.Info["sandbox_id"].(string)
+		if ep.inSandbox == nil {
+			ep.rep.SandboxID, _ = obs.Info["sandbox_id"].(string)
+		}
 		return nil
 	}, ctx)
 	if err != nil {
