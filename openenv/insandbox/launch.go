@@ -28,7 +28,6 @@ const (
 	AgentDir   = "/opt/berth-openenv"
 	agentPath  = AgentDir + "/berth-agent"
 	tasksDir   = AgentDir + "/tasks"
-	keyHeader  = "X-API-Key"
 	agentName  = "berth-agent"
 	agentVarBn = "BERTH_AGENT_BINARY"
 )
@@ -179,7 +178,7 @@ func stage(ctx context.Context, sb *sandbox.Sandbox, bin, dir, id string) error 
 // Header is the endpoint's headers and the server's key.
 func (e *Env) Header() http.Header {
 	h := e.Env.Header()
-	h.Set(keyHeader, e.key)
+	h.Set(KeyHeader, e.key)
 	return h
 }
 

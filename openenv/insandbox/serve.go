@@ -16,6 +16,10 @@ import (
 // and unsets it, so that commands of the episode do not inherit it.
 const KeyVar = "BERTH_OPENENV_KEY"
 
+// KeyHeader carries the key to the server: the providers' port proxies
+// drop the usual ones (E2B's X-API-Key, Daytona's Authorization).
+const KeyHeader = "X-Berth-Openenv-Key"
+
 // ServeOptions configure the in-sandbox server.
 type ServeOptions struct {
 	TasksDir, DefaultTask string
@@ -61,7 +65,7 @@ func Serve(ctx context.Context, o ServeOptions, ready func(baseURL string)) erro
 		if err != nil {
 			return err
 		}
-		opts.Auth = keys
+		opts.Auth, opts.KeyHeader = keys, KeyHeader
 	}
 	return openenv.ListenAndServe(ctx, o.Addr, opts, ready)
 }
