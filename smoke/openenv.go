@@ -51,8 +51,8 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 		}
 	case LayoutSandbox:
 		rep.Connector += " (in the sandbox)"
-		ep.launch = func(ctx context.Context) error {
-			e, err := insandbox.Launch(ctx, insandbox.LaunchOptions{
+		ep.launch = func(pctx context.Context) error {
+			e, err := insandbox.Launch(pctx, insandbox.LaunchOptions{
 				Provider: prov, Task: t, AgentBinary: o.AgentBinary, Port: o.Port, CommandTimeout: t.AgentTimeout,
 				TTLMargin: entry.TTLMargin, Labels: map[string]string{trial.LabelJob: "smoke"}, HTTPClient: o.EndpointClient,
 			})
@@ -60,11 +60,15 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 				return err
 			}
 			ep.inSandbox, rep.SandboxID = e, e.Sandbox.ID()
+			kctx, stop := context.WithCancel(ctx) // the episode's, not the phase's
+			ep.stopKeep = stop
+			go func() { _ = e.Keep(kctx, nil) }() // the TTL re-armed while the episode runs
 			ep.client, err = e.Client(copts)
 			return err
 		}
 		defer func() {
 			if ep.inSandbox != nil {
+				ep.stopKeep()
 				_ = ep.inSandbox.Close(ctx) // the sandbox goes, however the episode ended
 			}
 		}()
@@ -79,6 +83,7 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 			err = ep.client.Close()
 		}
 		if ep.inSandbox != nil {
+			ep.stopKeep()
 			err = errors.Join(err, ep.inSandbox.Close(ctx))
 		}
 		return err
@@ -123,6 +128,7 @@ type oeEpisode struct {
 	// (timed as sandbox create, with the reset).
 	launch    func(context.Context) error
 	inSandbox *insandbox.Env
+	stopKeep  context.CancelFunc
 }
 
 // phase times fn under limit (0: none) and records it; a passed limit
