@@ -3,13 +3,13 @@ package smoke_test
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
@@ -77,10 +77,10 @@ func inSandbox(t *testing.T, e registry.Entry, osEnv registry.Environ) smoke.Opt
 	switch e.Name {
 	case "modal":
 		srv, env := modalServer(t)
-		o.Env, o.Port = env, freePort(t)
+		o.Env, o.Port = env, nettest.FreePort(t)
 		o.EndpointClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.TunnelRoots()}}}
 	case "daytona":
-		o.Env, o.Port = daytonaInProcess(t), freePort(t)
+		o.Env, o.Port = daytonaInProcess(t), nettest.FreePort(t)
 	default:
 		o.Env = offlineEnv(t, e, osEnv)
 	}
@@ -158,15 +158,4 @@ func localEnv(t testing.TB, base registry.Environ) registry.Environ {
 		}
 		return base.Lookup(k)
 	}}
-}
-
-// freePort is a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -26,25 +24,15 @@ import (
 // process, with an image that carries a small env server of the test's
 // (openenv/up/internal/envserver) at /envserver.
 type upRun struct {
+	*onLocal
 	t      *testing.T
-	cmd    *exec.Cmd
 	url    string
 	stderr *syncbuf.Buffer
-	prov   *sandbox.Provider
-	done   chan error
 }
 
 func startUp(t *testing.T, wantURL bool, args ...string) *upRun {
 	t.Helper()
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
 	server, err := testbin.Static("envserver", "github.com/berth-sh/berth/openenv/up/internal/envserver")
 	if err != nil {
 		t.Fatal(err)
@@ -60,51 +48,9 @@ func startUp(t *testing.T, wantURL bool, args ...string) *upRun {
 	img := testimage.Image(t, v1.Config{Cmd: []string{"sh"}}, append(base, testimage.Layer(t, testimage.Entry{Name: "envserver", Body: string(body), Mode: 0o755}))...)
 	host := testimage.Serve(t, map[string]v1.Image{"envserver:1": img})
 
-	state, err := os.MkdirTemp("", "berth-up-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, append([]string{"openenv", "up", "--backend", "local", "--image", host + "/envserver:1"}, args...)...)
-	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+agent)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &upRun{t: t, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = u.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d, err := local.New(local.Options{StateDir: state, AgentBinary: agent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.prov = sandbox.NewProvider("local", d)
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-u.done
-		}
-		infos, _ := u.prov.List(context.Background(), nil)
-		for _, in := range infos {
-			u.prov.Delete(context.Background(), in.ID)
-		}
-		u.prov.Reap(context.Background())
-		u.prov.Close()
-		os.RemoveAll(state)
-	})
-	sc := bufio.NewScanner(out)
-	for wantURL && sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "export OPENENV_ENV_URL="); ok {
-			u.url = v
-			break
-		}
-	}
-	go func() {
-		for sc.Scan() {
-		}
-		u.done <- cmd.Wait()
-	}()
+	u := &upRun{t: t, stderr: &syncbuf.Buffer{}}
+	u.onLocal = startOnLocal(t, append([]string{"openenv", "up", "--backend", "local", "--image", host + "/envserver:1"}, args...), u.stderr)
+	u.url = u.scanURL()
 	if wantURL && u.url == "" {
 		<-u.done
 		t.Fatalf("berth openenv up printed no URL; its stderr:\n%s", u.stderr.String())
@@ -125,8 +71,8 @@ func (u *upRun) live() []sandbox.Info {
 func (u *upRun) wait(limit time.Duration) error {
 	u.t.Helper()
 	select {
-	case err := <-u.done:
-		return err
+	case <-u.done:
+		return u.err
 	case <-time.After(limit):
 		u.t.Fatalf("berth openenv up still running after %v; stderr:\n%s", limit, u.stderr.String())
 		return nil

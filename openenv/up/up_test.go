@@ -3,7 +3,6 @@ package up_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/openenv/up"
 	"github.com/berth-sh/berth/providers/daytona"
@@ -60,18 +60,6 @@ func envServer(t *testing.T) func(context.Context, *sandbox.Sandbox) error {
 	}
 }
 
-// freePort is a loopback port nothing listens on now: the fake's
-// sandboxes share this host's network.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func get(ep sandbox.Endpoint, path string) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, ep.Join(path), nil)
 	if err != nil {
@@ -94,7 +82,7 @@ func get(ep sandbox.Endpoint, path string) (int, error) {
 // end; Close leaves no sandbox.
 func TestStartKeepRenews(t *testing.T) {
 	srv, p := daytonaProvider(t, 4*time.Second)
-	port := freePort(t)
+	port := nettest.FreePort(t)
 	e, err := up.Start(t.Context(), up.Options{
 		Provider: p, Spec: sandbox.Spec{Image: "busybox:1.36", TTL: 6 * time.Second}, Port: port,
 		Command: "/envserver --addr 127.0.0.1:" + strconv.Itoa(port) + " --delay 300ms", Stage: envServer(t),
@@ -143,7 +131,7 @@ func TestStartFailuresLeaveNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "staging broke") {
 		t.Fatalf("start with a failing stage: %v", err)
 	}
-	port := freePort(t)
+	port := nettest.FreePort(t)
 	_, err = up.Start(t.Context(), up.Options{
 		Provider: p, Spec: sandbox.Spec{Image: "busybox:1.36"}, Port: port, Ready: 2 * time.Second,
 		Command: "/envserver --addr 127.0.0.1:" + strconv.Itoa(port) + " --delay 1h", Stage: envServer(t),
