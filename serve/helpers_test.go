@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,11 +106,17 @@ func newEnvOver(t testing.TB, p *sandbox.Provider, baseImage string, mutate func
 	if mutate != nil {
 		mutate(&opts)
 	}
+	hs := httptest.NewUnstartedServer(nil) // its listener is bound: selfDomain can name its port
+	if opts.Domain == selfDomain {
+		opts.Domain = "localhost:" + strconv.Itoa(hs.Listener.Addr().(*net.TCPAddr).Port)
+	}
 	s, err := New(opts)
 	if err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
+	hs.Config.Handler = s
+	hs.Start()
 	t.Cleanup(func() {
 		hs.Close()
 		s.Close()

@@ -23,7 +23,7 @@ func (e *testEnv) httpd(id string, port int, mark string) {
 	if rec == nil {
 		e.t.Fatalf("no sandbox %s", id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := "/tmp/www-" + strconv.Itoa(port)
 	sh := func(script string) {
@@ -39,7 +39,7 @@ func (e *testEnv) httpd(id string, port int, mark string) {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = proc.Signal(context.Background(), sandbox.SIGKILL) })
-	sh(fmt.Sprintf("for i in $(busybox seq 100); do busybox wget -q -O - http://127.0.0.1:%d/ >/dev/null 2>&1 && exit 0; sleep 0.1; done; exit 1", port))
+	sh(fmt.Sprintf("for i in $(busybox seq 600); do busybox wget -q -O - http://127.0.0.1:%d/ >/dev/null 2>&1 && exit 0; sleep 0.1; done; exit 1", port))
 }
 
 // freePort is a port free on the host now: the fake backend's sandboxes

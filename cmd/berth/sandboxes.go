@@ -37,19 +37,25 @@ func parseLabels(kvs []string) (map[string]string, error) {
 
 func (a *app) sbCreateCmd() *cobra.Command {
 	var backend, network string
-	var labels, envs []string
+	var labels, envs, ports []string
 	var spec sandbox.Spec
 	cmd := &cobra.Command{
-		Use:   "create --image REF [--cpus N] [--memory-mb N] [--label k=v]... [--ttl 10m] [--network none|public]",
+		Use:   "create --image REF [--cpus N] [--memory-mb N] [--label k=v]... [--ttl 10m] [--network none|public] [--port 8000[/tcp]]...",
 		Short: "Create a sandbox and print its id",
 		Long: `Create a sandbox from an image and print its id on stdout. The sandbox lives
 until its TTL passes (enforced by the provider, so it goes away even if
 nothing ever deletes it) or until "berth sandboxes rm ID".
 
-Every sandbox gets the label berth.launcher=cli besides the ones given.`,
+Every sandbox gets the label berth.launcher=cli besides the ones given.
+
+--port declares a port the sandbox will serve, for "berth port": 8000 or
+8000/http for HTTP (WebSocket included), 8000/tcp for raw TCP. Modal opens
+only declared ports; other providers expose any port later, and check only
+that they carry the protocol.`,
 		Example: `  id=$(berth sandboxes create --image debian:bookworm-slim --ttl 10m --label owner=$USER)
   berth exec $id -- uname -a
-  berth sandboxes rm $id`,
+  berth sandboxes rm $id
+  id=$(berth sandboxes create --backend modal --image python:3.12-slim --port 8000 --port 8765/tcp)`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -66,6 +72,13 @@ Every sandbox gets the label berth.launcher=cli besides the ones given.`,
 				spec.Env[k] = v
 			}
 			spec.Network.Mode = sandbox.NetworkMode(network)
+			for _, s := range ports {
+				port, err := sandbox.ParsePort(s)
+				if err != nil {
+					return usageError(err)
+				}
+				spec.Ports = append(spec.Ports, port)
+			}
 			p, err := a.open(cmd.Context(), backend)
 			if err != nil {
 				return err
@@ -91,6 +104,7 @@ Every sandbox gets the label berth.launcher=cli besides the ones given.`,
 	f.StringVar(&spec.WorkDir, "workdir", "", "default working directory of commands")
 	f.DurationVar(&spec.TTL, "ttl", 10*time.Minute, "lifetime, enforced by the provider")
 	f.StringVar(&network, "network", "none", "egress: none or public (never the host)")
+	f.StringArrayVar(&ports, "port", nil, "a port the sandbox serves, 8000[/http] or 8000/tcp (repeatable)")
 	_ = cmd.MarkFlagRequired("image")
 	return cmd
 }

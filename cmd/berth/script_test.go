@@ -111,6 +111,7 @@ func TestScripts(t *testing.T) {
 			"httpserve": cmdHTTPServe,
 			"flatjson":  cmdFlatJSON,
 			"jsonget":   cmdJSONGet,
+			"portget":   cmdPortGet,
 			"setstdout": cmdSetStdout,
 		},
 	})
@@ -162,7 +163,8 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // httpserve STATUS VAR starts an HTTP server on loopback that answers every
-// request with STATUS, sets VAR to its base URL, and appends "METHOD PATH"
+// request with STATUS, sets VAR to its base URL and VAR_ADDR to its
+// host:port, and appends "METHOD PATH"
 // of each request, with the names of the headers it carried, to
 // $WORK/requests-VAR.log.
 func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
@@ -189,6 +191,7 @@ func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
 	}))
 	ts.Defer(srv.Close)
 	ts.Setenv(args[1], srv.URL)
+	ts.Setenv(args[1]+"_ADDR", srv.Listener.Addr().String())
 }
 
 // flatjson FILE KEY=VALUE... requires FILE (or stdout) to be one JSON object

@@ -472,7 +472,7 @@ func dialEcho(ctx context.Context, addr string) (net.Conn, error) {
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	ping := []byte("ping\n")
 	buf := make([]byte, len(ping))
-	if _, err := conn.Write(ping); err == nil {
+	if _, err = conn.Write(ping); err == nil {
 		_, err = io.ReadFull(conn, buf)
 	}
 	if err != nil || !bytes.Equal(buf, ping) {
