@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/insandbox"
 	"github.com/berth-sh/berth/openenv/tbench2"
@@ -112,7 +112,7 @@ func hostedServer(o Options, entry registry.Entry, prov *sandbox.Provider, t *ta
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := httpserve.NewServer(srv, 0)
 	go hs.Serve(ln)
 	return "http://" + ln.Addr().String(), func() {
 		_ = srv.Close()

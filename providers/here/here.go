@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -48,7 +49,7 @@ func New() (*sandbox.Provider, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := httpserve.NewServer(srv, 0)
 	go func() { _ = hs.Serve(ln) }()
 	hc := envd.UnixHTTPClient(sock)
 	cl, err := envd.NewClient(envd.UnixBaseURL, hc, envd.WithAccessToken(token))
