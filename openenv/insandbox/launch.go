@@ -2,6 +2,7 @@ package insandbox
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +19,6 @@ import (
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/openenv/up"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // Where the launcher puts things in the sandbox.
@@ -118,7 +118,7 @@ func Launch(ctx context.Context, o LaunchOptions) (*Env, error) {
 	}
 	spec.Labels[trial.LabelLauncher] = tbench2.Launcher
 	spec.Labels[trial.LabelTask] = trial.LabelValue(id)
-	key := apikeys.Generate()
+	key := rand.Text() // 130 random bits
 	cmd := fmt.Sprintf("exec %s openenv --tasks %s --default-task %s --addr 0.0.0.0:%d --command-timeout %s",
 		agentPath, tasksDir, tbench2.ShellQuote(id), o.Port, o.CommandTimeout)
 	e, err := up.Start(ctx, up.Options{

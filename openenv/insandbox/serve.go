@@ -2,6 +2,7 @@ package insandbox
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/providers/here"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // KeyVar carries the key a launcher gave the server; Serve's caller reads
@@ -61,11 +61,15 @@ func Serve(ctx context.Context, o ServeOptions, ready func(baseURL string)) erro
 		Factory: factory, Info: tbench2.Info(), MaxConcurrentEnvs: o.MaxEnvs, IdleTimeout: o.IdleTimeout, Logger: o.Logger,
 	}
 	if o.Key != "" {
-		keys, err := apikeys.New(o.Key)
-		if err != nil {
-			return err
-		}
-		opts.Auth, opts.KeyHeader = keys, KeyHeader
+		opts.Auth, opts.KeyHeader = oneKey(o.Key), KeyHeader
 	}
 	return openenv.ListenAndServe(ctx, o.Addr, opts, ready)
+}
+
+// oneKey is the launcher's key, the only one the server takes (serve's
+// keyring would link berth serve into berth-agent).
+type oneKey string
+
+func (k oneKey) Check(got string) (string, bool) {
+	return "launcher", got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1
 }
