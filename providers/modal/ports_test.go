@@ -53,4 +53,3 @@ func TestPortsAtCreate(t *testing.T) {
 		}
 	}
 }
-
