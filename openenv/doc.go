@@ -25,8 +25,10 @@
 //
 // The server holds nothing of the environment's own: the tbench2
 // environment (package openenv/tbench2) is one Env. The same server runs
-// hosted (`berth openenv serve`, one sandbox per session) and is meant to
-// run inside a sandbox later.
+// hosted (`berth openenv serve`, one sandbox per session) and inside the
+// task's sandbox (`berth-agent openenv`, package openenv/insandbox),
+// reached through the sandbox's Endpoint; Options.KeyHeader lets its key
+// pass the providers' port proxies, which drop the usual headers.
 //
 // Import it from the CLI, the smoke runner and environments.
 package openenv

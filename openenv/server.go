@@ -70,8 +70,12 @@ type Options struct {
 	CloseTimeout time.Duration
 	// Auth, when set, is required of every call but GET /health: the key
 	// as "Authorization: Bearer KEY" or "X-API-Key: KEY".
-	Auth   Authenticator
-	Logger *slog.Logger
+	Auth Authenticator
+	// KeyHeader, when set, is one more header that may carry the key, for
+	// servers behind a proxy that drops both of those (E2B's drops
+	// X-API-Key, Daytona's Authorization).
+	KeyHeader string
+	Logger    *slog.Logger
 }
 
 // Defaults of Options.
@@ -210,6 +214,9 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("X-API-Key")
+		if k := s.opts.KeyHeader; k != "" && key == "" {
+			key = r.Header.Get(k)
+		}
 		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && key == "" {
 			key = strings.TrimSpace(b)
 		}

@@ -91,6 +91,14 @@ func daytonaInProcess(t *testing.T) registry.Environ {
 // in-process Modal, its sandboxes chrooted busybox trees.
 func modalInProcess(t *testing.T) registry.Environ {
 	t.Helper()
+	_, env := modalServer(t)
+	return env
+}
+
+// modalServer is modalInProcess with its server, whose tunnel CA a client
+// of a sandbox's endpoint trusts.
+func modalServer(t *testing.T) (*modaltest.Server, registry.Environ) {
+	t.Helper()
 	bb, err := modaltest.Busybox()
 	if err != nil {
 		t.Skip(err)
@@ -100,7 +108,7 @@ func modalInProcess(t *testing.T) registry.Environ {
 	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
 	t.Setenv("MODAL_PROFILE", "")
 	t.Setenv("MODAL_SANDBOX_V2", "1")
-	return registry.MapEnviron(map[string]string{
+	return srv, registry.MapEnviron(map[string]string{
 		"MODAL_TOKEN_ID": srv.TokenID(), "MODAL_TOKEN_SECRET": srv.TokenSecret(), "MODAL_SERVER_URL": srv.URL(),
 	}, t.TempDir())
 }

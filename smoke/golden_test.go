@@ -2,11 +2,14 @@ package smoke_test
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
@@ -48,20 +51,59 @@ func TestGolden(t *testing.T) {
 			golden(t, reg, "openenv", e.Name, env, "nop", false)
 		})
 	}
+	for _, e := range reg.Entries() {
+		t.Run("openenv-sandbox/"+e.Name, func(t *testing.T) {
+			o := inSandbox(t, e, osEnv)
+			o.Agent = "golden"
+			goldenWith(t, o, true)
+			o.Agent = "nop"
+			goldenWith(t, o, false)
+		})
+	}
+}
+
+// inSandbox is the smoke run of the openenv connector with its server in
+// the task's sandbox on entry e, offline where offlineEnv has a server:
+// the static berth-agent of the test is uploaded, and the fakes whose
+// sandboxes share this host's network (daytonatest, modaltest) get a free
+// port in place of 8000.
+func inSandbox(t *testing.T, e registry.Entry, osEnv registry.Environ) smoke.Options {
+	t.Helper()
+	agent, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := smoke.Options{Connector: "openenv", Layout: smoke.LayoutSandbox, Backend: e.Name, Registry: builtin.Registry(), AgentBinary: agent}
+	switch e.Name {
+	case "modal":
+		srv, env := modalServer(t)
+		o.Env, o.Port = env, nettest.FreePort(t)
+		o.EndpointClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.TunnelRoots()}}}
+	case "daytona":
+		o.Env, o.Port = daytonaInProcess(t), nettest.FreePort(t)
+	default:
+		o.Env = offlineEnv(t, e, osEnv)
+	}
+	return o
 }
 
 func golden(t *testing.T, reg *registry.Registry, connector, backend string, env registry.Environ, agent string, pass bool) {
 	t.Helper()
+	goldenWith(t, smoke.Options{Connector: connector, Backend: backend, Agent: agent, Registry: reg, Env: env}, pass)
+}
+
+func goldenWith(t *testing.T, o smoke.Options, pass bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rep, err := smoke.Run(ctx, smoke.Options{Connector: connector, Backend: backend, Agent: agent, Registry: reg, Env: env}, nil)
+	rep, err := smoke.Run(ctx, o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
 	rep.Print(&out)
 	if rep.Pass != pass || rep.ExitStatus != smoke.Submitted || (!pass && rep.Reward != 0) {
-		t.Fatalf("%s episode (%s) on %s:\n%s", agent, connector, backend, out.String())
+		t.Fatalf("%s episode (%s) on %s:\n%s", o.Agent, rep.Connector, o.Backend, out.String())
 	}
 	t.Logf("\n%s", out.String())
 }

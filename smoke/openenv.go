@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,14 +12,19 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/openenv"
+	"github.com/berth-sh/berth/openenv/insandbox"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 )
 
 // runOpenEnv runs the golden episode through the OpenEnv protocol: an
-// in-process hosted tbench2 server over prov, and a client that resets to
+// in-process hosted tbench2 server over prov (LayoutHosted), or the server
+// in the task's sandbox reached through its Endpoint (LayoutSandbox, the
+// sandbox's creation and the server's start timed as sandbox create), and
+// a client that resets to
 // the task, pushes and runs solve.sh through exec actions (as Miles'
 // scan_golden does), evaluates and closes. The phases are timed as the
 // harbor connector times its own.
@@ -29,21 +33,58 @@ func runOpenEnv(ctx context.Context, o Options, entry registry.Entry, prov *sand
 	if o.TaskDir == "" {
 		rep.Task += " (built-in)"
 	}
-	base, stop, err := startOpenEnv(t, entry, prov, 0)
-	if err != nil {
-		return nil, err
+	copts := clientOptions(t)
+	copts.HTTPClient = o.EndpointClient
+	ep := &oeEpisode{rep: rep}
+	switch o.Layout {
+	case LayoutHosted:
+		url, stop, err := startOpenEnv(t, entry, prov, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		if ep.client, err = openenv.NewClient(url, copts); err != nil {
+			return nil, err
+		}
+	case LayoutSandbox:
+		rep.Connector += " (in the sandbox)"
+		ep.launch = func(pctx context.Context) error {
+			e, err := insandbox.Launch(pctx, insandbox.LaunchOptions{
+				Provider: prov, Task: t, AgentBinary: o.AgentBinary, Port: o.Port, CommandTimeout: t.AgentTimeout,
+				TTLMargin: entry.TTLMargin, Labels: map[string]string{trial.LabelJob: "smoke"}, HTTPClient: o.EndpointClient,
+			})
+			if err != nil {
+				return err
+			}
+			ep.inSandbox, rep.SandboxID = e, e.Sandbox.ID()
+			kctx, stop := context.WithCancel(ctx) // the episode's, not the phase's
+			ep.stopKeep = stop
+			go func() { _ = e.Keep(kctx, nil) }() // the TTL re-armed while the episode runs
+			ep.client, err = e.Client(copts)
+			return err
+		}
+		defer func() {
+			if ep.inSandbox != nil {
+				ep.stopKeep()
+				_ = ep.inSandbox.Close(ctx) // the sandbox goes, however the episode ended
+			}
+		}()
+	default:
+		return nil, &UsageError{fmt.Errorf("unknown openenv layout %q (hosted, sandbox)", o.Layout)}
 	}
-	defer stop() // deletes the sandbox of a session still open
-	client, err := newOpenEnvClient(base, t)
-	if err != nil {
-		return nil, err
-	}
-	defer client.Close()
-
-	ep := &oeEpisode{rep: rep, client: client}
 	start := time.Now()
 	ep.run(ctx, o, prov, t)
-	ep.phase("teardown", 0, func(context.Context) error { return client.Close() }, ctx)
+	ep.phase("teardown", 0, func(ctx context.Context) error {
+		var err error
+		if ep.client != nil {
+			err = ep.client.Close()
+		}
+		if ep.inSandbox != nil {
+			ep.stopKeep()
+			err = errors.Join(err, ep.inSandbox.Close(ctx))
+		}
+		return err
+	}, ctx)
 	rep.Total = time.Since(start)
 	rep.TotalSec = rep.Total.Seconds()
 	rep.Pass = rep.Reward == 1.0 && rep.ExitStatus == Submitted
@@ -70,7 +111,7 @@ func startOpenEnv(t *task.Task, entry registry.Entry, prov *sandbox.Provider, ma
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := httpserve.NewServer(srv, 0)
 	go hs.Serve(ln)
 	return "http://" + ln.Addr().String(), func() {
 		_ = srv.Close()
@@ -78,20 +119,29 @@ func startOpenEnv(t *task.Task, entry registry.Entry, prov *sandbox.Provider, ma
 	}, nil
 }
 
-// newOpenEnvClient is a client whose messages may take as long as the
-// task's longest phase.
-func newOpenEnvClient(base string, t *task.Task) (*openenv.Client, error) {
+// clientOptions let a message take as long as the task's longest phase.
+func clientOptions(t *task.Task) openenv.ClientOptions {
 	wait := max(t.BuildTimeout, t.AgentTimeout, t.VerifierTimeout)
 	if wait <= 0 {
 		wait = time.Hour
 	}
-	return openenv.NewClient(base, openenv.ClientOptions{MessageTimeout: wait + time.Minute})
+	return openenv.ClientOptions{MessageTimeout: wait + time.Minute}
+}
+
+// newOpenEnvClient is a client of a hosted server at base for t.
+func newOpenEnvClient(base string, t *task.Task) (*openenv.Client, error) {
+	return openenv.NewClient(base, clientOptions(t))
 }
 
 // oeEpisode is the client's side of one golden episode.
 type oeEpisode struct {
 	rep    *Report
 	client *openenv.Client
+	// launch, in the sandbox layout, starts the sandbox and its server
+	// (timed as sandbox create, with the reset).
+	launch    func(context.Context) error
+	inSandbox *insandbox.Env
+	stopKeep  context.CancelFunc
 }
 
 // phase times fn under limit (0: none) and records it; a passed limit
@@ -135,9 +185,15 @@ func (ep *oeEpisode) run(ctx context.Context, o Options, prov *sandbox.Provider,
 }
 
 // episode is the golden episode once the image is resolved: reset (the
-// sandbox's create), the agent's exec actions, evaluate.
+// sandbox's create, after the in-sandbox server's launch), the agent's
+// exec actions, evaluate.
 func (ep *oeEpisode) episode(ctx context.Context, o Options, t *task.Task) {
 	err := ep.phase("sandbox create", t.BuildTimeout, func(ctx context.Context) error {
+		if ep.launch != nil {
+			if err := ep.launch(ctx); err != nil {
+				return err
+			}
+		}
 		r, err := ep.client.Reset(ctx, map[string]any{"task_id": filepath.Base(t.Dir)})
 		if err != nil {
 			return err
@@ -146,7 +202,9 @@ func (ep *oeEpisode) episode(ctx context.Context, o Options, t *task.Task) {
 		if err := r.Decode(&obs); err != nil {
 			return err
 		}
-		ep.rep.SandboxID, _ = obs.Info["sandbox_id"].(string)
+		if ep.inSandbox == nil {
+			ep.rep.SandboxID, _ = obs.Info["sandbox_id"].(string)
+		}
 		return nil
 	}, ctx)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,25 @@ type Options struct {
 	// ResultsDir keeps the trial directory; "" uses a temporary one that is
 	// removed after a PASS.
 	ResultsDir string
+	// Layout is where the openenv connector's server runs: LayoutHosted
+	// ("", outside the sandbox) or LayoutSandbox (inside it, reached
+	// through Endpoint).
+	Layout string
+	// AgentBinary is the berth-agent uploaded in LayoutSandbox; "" finds
+	// one (insandbox.AgentBinary).
+	AgentBinary string
+	// EndpointClient reaches sandbox endpoints in LayoutSandbox; nil is
+	// the default client.
+	EndpointClient *http.Client
+	// Port is the server's port in LayoutSandbox; default 8000.
+	Port int
 }
+
+// OpenEnv layouts.
+const (
+	LayoutHosted  = "hosted"
+	LayoutSandbox = "sandbox"
+)
 
 // Exit statuses of an episode.
 const (
@@ -101,6 +120,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Report, error) {
 	}
 	if o.Agent == "" {
 		o.Agent = "golden"
+	}
+	if o.Layout == "" {
+		o.Layout = LayoutHosted
+	}
+	if o.Layout != LayoutHosted && o.Connector != "openenv" {
+		return nil, &UsageError{fmt.Errorf("layout %q is for the openenv connector", o.Layout)}
 	}
 	ag, err := agent.New(o.Agent)
 	if err != nil {

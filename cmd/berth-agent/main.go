@@ -1,6 +1,8 @@
 // Command berth-agent is the program that runs inside every sandbox as its
 // init: the local provider's agent (`berth-agent agent`) and the k8s
-// provider's in-pod agent (`berth-agent k8s-agent`). It is the berth
+// provider's in-pod agent (`berth-agent k8s-agent`), and the tbench2
+// OpenEnv server that berth's launcher starts inside a task's sandbox
+// (`berth-agent openenv`, package openenv/insandbox). The first two are the berth
 // binary's two hidden agent verbs without the rest of the CLI, so that PID 1
 // of a sandbox carries none of berth's cloud SDKs, charts or Kubernetes
 // client: it starts in a fraction of the time and memory (a sandbox's
@@ -16,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -31,7 +34,7 @@ func main() {
 
 func run(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: berth-agent agent [--run-dir DIR] | k8s-agent [--install PATH | --untar DIR | --tar PATH]\n(started by berth's providers inside sandboxes; people never run it)")
+		fmt.Fprintln(os.Stderr, "usage: berth-agent agent [--run-dir DIR] | k8s-agent [--install PATH | --untar DIR | --tar PATH] | openenv --tasks DIR [--addr HOST:PORT]\n(started by berth's providers inside sandboxes; people never run it)")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -63,8 +66,13 @@ func run(args []string) int {
 		default:
 			err = podagent.Main(ctx, podagent.Options{})
 		}
+	case "openenv":
+		err = serveOpenEnv(ctx, args[1:])
+		if errors.Is(err, errUsage) {
+			return 2
+		}
 	default:
-		fmt.Fprintf(os.Stderr, "berth-agent: unknown verb %q (agent, k8s-agent)\n", args[0])
+		fmt.Fprintf(os.Stderr, "berth-agent: unknown verb %q (agent, k8s-agent, openenv)\n", args[0])
 		return 2
 	}
 	if err != nil {

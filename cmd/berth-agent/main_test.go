@@ -37,7 +37,7 @@ func TestAgentLinksNoHeavyDependencies(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"nope"}, {"agent", "stray"}, {"k8s-agent", "--bogus"}} {
+	for _, args := range [][]string{nil, {"nope"}, {"agent", "stray"}, {"k8s-agent", "--bogus"}, {"openenv"}, {"openenv", "--tasks", "/t", "stray"}} {
 		if code := run(args); code != 2 {
 			t.Errorf("berth-agent %q: exit %d, want 2", args, code)
 		}

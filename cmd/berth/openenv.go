@@ -28,10 +28,11 @@ func (a *app) openenvCmd() *cobra.Command {
 OpenEnv server (WebSocket /ws plus the HTTP routes) for the tbench2
 environment: Harbor / Terminal-Bench 2 tasks as exec and evaluate actions,
 each session in a sandbox of its own on any provider. No Python, no image
-build per task.`,
+build per task. "berth openenv up" runs any OpenEnv env image's own
+server in a sandbox and prints its URL.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(a.openenvServeCmd())
+	cmd.AddCommand(a.openenvServeCmd(), a.openenvUpCmd())
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -23,29 +24,50 @@ import (
 // own process (the real binary, so that it can be killed outright), on a
 // tasks directory with one task.
 type hostedServer struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	url   string
-	state string
-	prov  *sandbox.Provider // the same state dir, seen from the test
+	*onLocal
+	t   *testing.T
+	url string
 }
 
 func startHosted(t *testing.T, args ...string) *hostedServer {
+	t.Helper()
+	tasks := t.TempDir()
+	harbortest.Task(t, tasks, "answer", harbortest.TOMLImage(local.DefaultImage, "60", "60"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
+	b := startOnLocal(t, append([]string{"openenv", "serve", "--backend", "local", "--tasks", tasks, "--addr", "127.0.0.1:0", "--pool", "0"}, args...), os.Stderr)
+	h := &hostedServer{t: t, onLocal: b}
+	if h.url = b.scanURL(); h.url == "" {
+		t.Fatal("berth openenv serve printed no URL")
+	}
+	return h
+}
+
+// onLocal is the berth binary run as its own process over the local
+// provider, with a state dir that the test sees too (prov).
+type onLocal struct {
+	cmd   *exec.Cmd
+	out   *bufio.Scanner
+	state string
+	prov  *sandbox.Provider
+	done  chan struct{} // closed when the process ended and its output was read
+	err   error         // the process's exit, once done is closed
+}
+
+// startOnLocal starts berth with args; whatever the test leaves (the
+// process, sandboxes, the state dir) is removed when it ends.
+func startOnLocal(t *testing.T, args []string, stderr io.Writer) *onLocal {
 	t.Helper()
 	bin, agent := localBinaries(t)
 	state, err := os.MkdirTemp("", "berth-oe-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := t.TempDir()
-	harbortest.Task(t, tasks, "answer", harbortest.TOMLImage(local.DefaultImage, "60", "60"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
-	cmd := exec.Command(bin, append([]string{"openenv", "serve", "--backend", "local", "--tasks", tasks, "--addr", "127.0.0.1:0", "--pool", "0"}, args...)...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+agent)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -53,36 +75,42 @@ func startHosted(t *testing.T, args ...string) *hostedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hostedServer{t: t, cmd: cmd, state: state, prov: sandbox.NewProvider("local", d)}
+	b := &onLocal{cmd: cmd, out: bufio.NewScanner(out), state: state, prov: sandbox.NewProvider("local", d), done: make(chan struct{})}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-b.done:
+		default:
 			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
+			<-b.done
 		}
 		// Whatever the test left is removed, never walked into.
-		infos, _ := h.prov.List(context.Background(), nil)
+		infos, _ := b.prov.List(context.Background(), nil)
 		for _, in := range infos {
-			h.prov.Delete(context.Background(), in.ID)
+			b.prov.Delete(context.Background(), in.ID)
 		}
-		h.prov.Reap(context.Background())
-		h.prov.Close()
+		b.prov.Reap(context.Background())
+		b.prov.Close()
 		os.RemoveAll(state)
 	})
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "export OPENENV_ENV_URL="); ok {
-			h.url = u
-			break
+	return b
+}
+
+// scanURL reads stdout up to the printed OPENENV_ENV_URL ("" when the
+// process ended first), then drains the rest and waits for the process.
+func (b *onLocal) scanURL() string {
+	var url string
+	for url == "" && b.out.Scan() {
+		if v, ok := strings.CutPrefix(b.out.Text(), "export OPENENV_ENV_URL="); ok {
+			url = v
 		}
-	}
-	if h.url == "" {
-		t.Fatalf("berth openenv serve printed no URL: %v", sc.Err())
 	}
 	go func() {
-		for sc.Scan() {
+		for b.out.Scan() {
 		}
+		b.err = b.cmd.Wait()
+		close(b.done)
 	}()
-	return h
+	return url
 }
 
 // live lists the server's sandboxes.
@@ -146,7 +174,7 @@ func TestOpenEnvKilledServerTTL(t *testing.T) {
 	if err := h.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	h.cmd.Wait()
+	<-h.done
 	infos := h.live()
 	if len(infos) != 1 || infos[0].ExpiresAt.IsZero() || time.Until(infos[0].ExpiresAt) > 5*time.Second {
 		t.Fatalf("after kill -9: %+v", infos)

@@ -24,7 +24,11 @@ agent runs the task's own solution, so a healthy provider scores reward 1.0.
 it through the OpenEnv protocol against berth's hosted tbench2 server, in
 process: reset creates the sandbox, the solution is pushed in base64 chunks
 and run through exec actions, evaluate runs the verifier, close deletes the
-sandbox. The five phases and the exit status are the same.
+sandbox. With --layout sandbox the same server runs inside the task's
+sandbox instead (berth-agent uploaded with the task, its solution left out),
+reached through the provider's port Endpoint, as in Miles' sandbox recipe:
+sandbox create then times the create, the upload and the server's start.
+The five phases and the exit status are the same.
 
 Without --task, a small built-in task runs on the provider's default image; it
 needs nothing but a shell. On the local provider that image is built offline
@@ -39,6 +43,7 @@ usage or credential errors.`,
   berth smoke --connector harbor --backend e2b --task ./tasks/fix-git
   berth smoke --connector harbor --backend local --agent nop   # must FAIL
   berth smoke --connector openenv --backend local
+  berth smoke --connector openenv --layout sandbox --backend modal
   berth smoke --connector hud --backend local`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -68,6 +73,7 @@ usage or credential errors.`,
 	a.backendFlag(cmd, &o.Backend)
 	f.StringVar(&o.TaskDir, "task", "", "task directory; default: the built-in task")
 	f.StringVar(&o.Agent, "agent", "golden", "golden (the task's solution) or nop (does nothing; must FAIL)")
+	f.StringVar(&o.Layout, "layout", smoke.LayoutHosted, "openenv only: hosted (the server outside the sandbox) or sandbox (inside it, reached through Endpoint; berth-agent beside berth, or $BERTH_AGENT_BINARY, is uploaded)")
 	f.StringVar(&o.ResultsDir, "results-dir", "", "keep the trial directory here (default: a temporary one, kept only on FAIL)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd

@@ -138,3 +138,15 @@ func (f *Far) Listen(t testing.TB, marker string) int {
 	}
 	return Serve(t, res.ln, marker)
 }
+
+// FreePort is a loopback port nothing listens on now, for a server that
+// will listen on this host's network (the cloud fakes' sandboxes share it).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

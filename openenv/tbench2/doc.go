@@ -42,5 +42,6 @@
 // re-armed, so a server killed outright leaves sandboxes that their TTL
 // ends.
 //
-// Import it from the CLI (`berth openenv serve`) and the smoke runner.
+// Import it from the CLI (`berth openenv serve`), the smoke runner and the
+// in-sandbox server (package openenv/insandbox, over providers/here).
 package tbench2

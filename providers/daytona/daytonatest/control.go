@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-sh/berth/internal/busyroot"
 )
 
 // Sandbox states, as Daytona spells them.
@@ -435,6 +437,7 @@ func (s *Server) destroyLocked(sb *sandbox) {
 		return
 	}
 	s.killSessions(sb)
+	busyroot.KillRooted(sb.root()) // what left its group, too
 	sb.State, sb.DesiredState = stateDestroying, stateDestroyed
 	s.advance(sb, nil, stateDestroyed, nil)
 }

@@ -132,6 +132,9 @@ func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, msg string) {
 	for _, p := range procs {
 		p.kill()
 	}
+	if sb.s.opts.Busybox != "" {
+		busyroot.KillRooted(sb.root) // what left its group, too
+	}
 	_ = os.RemoveAll(sb.dir)
 }
 
