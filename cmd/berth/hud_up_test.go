@@ -189,7 +189,16 @@ func TestHUDUp(t *testing.T) {
 	if len(live) != 1 || live[0].Image != "test.local/hudenv:1" {
 		t.Fatalf("sandboxes while up: %+v", live)
 	}
-	if !strings.Contains(stderr.String(), live[0].ID) || !strings.Contains(stderr.String(), "HUD_SERVE_PORT=8765") {
+	// The note precedes the URL in the process, but its pipe is copied by
+	// another goroutine here: it may land a moment after the URL.
+	named := func() bool {
+		s := stderr.String()
+		return strings.Contains(s, live[0].ID) && strings.Contains(s, "HUD_SERVE_PORT=8765")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !named() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !named() {
 		t.Fatalf("stderr names neither the sandbox %s nor the server's announcement:\n%s", live[0].ID, stderr.String())
 	}
 
