@@ -150,7 +150,7 @@ func BenchmarkScale(b *testing.B) {
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		cached := k8s.CachedPods(d)
+		cached := k8s.Cached(d)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(parallel)
 		for _, name := range names {

@@ -35,6 +35,10 @@ type Capabilities struct {
 	// MinTimeout is the shortest deadline SetTimeout can set; shorter ones
 	// are rounded up to it (Daytona counts whole minutes). Zero: a second.
 	MinTimeout time.Duration `json:"min_timeout,omitempty"`
+	// SharedState: sandboxes, their labels and TTLs live where every
+	// process of the provider sees them at once (a cluster's objects), so
+	// berth serve replicas can keep no state of their own.
+	SharedState bool `json:"shared_state,omitempty"`
 
 	// Derived from the driver's interfaces (driver.Derive).
 

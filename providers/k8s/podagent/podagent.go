@@ -44,7 +44,7 @@ const (
 
 // agentEnv are the variables the agent reads and keeps out of the
 // environment of the commands it starts.
-var agentEnv = []string{EnvTokenSHA256, EnvUser, EnvDir, EnvPort}
+var agentEnv = []string{EnvTokenSHA256, EnvUser, EnvDir, EnvPort, EnvPooled}
 
 // TokenHash is the value of EnvTokenSHA256 for token.
 func TokenHash(token string) string {
@@ -80,21 +80,30 @@ func Main(ctx context.Context, o Options) error {
 	for _, k := range agentEnv {
 		env = dropEnv(env, k)
 	}
-	srv, err := envd.NewServer(envd.ServerOptions{
-		// The token check is Auth's, on every route: envd sees only
-		// authenticated calls.
-		DefaultUser: o.Getenv(EnvUser),
-		DefaultDir:  o.Getenv(EnvDir),
-		Env:         env,
-	})
-	if err != nil {
-		return fmt.Errorf("k8s agent: %w", err)
-	}
-	defer srv.Close()
-	if dir := o.Getenv(EnvDir); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("k8s agent: working directory: %w", err)
+	var handler http.Handler
+	if o.Getenv(EnvPooled) == "1" {
+		// A warm pod: the sandbox's settings come with its claim.
+		pl := &pooled{pool: want, make: envdFor(env)}
+		defer pl.Close()
+		handler = pl
+	} else {
+		srv, err := envd.NewServer(envd.ServerOptions{
+			// The token check is Auth's, on every route: envd sees only
+			// authenticated calls.
+			DefaultUser: o.Getenv(EnvUser),
+			DefaultDir:  o.Getenv(EnvDir),
+			Env:         env,
+		})
+		if err != nil {
+			return fmt.Errorf("k8s agent: %w", err)
 		}
+		defer srv.Close()
+		if dir := o.Getenv(EnvDir); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("k8s agent: working directory: %w", err)
+			}
+		}
+		handler = Auth(want, srv)
 	}
 	ln := o.Listener
 	if ln == nil {
@@ -119,7 +128,7 @@ func Main(ctx context.Context, o Options) error {
 			o.Logf("k8s agent: pidfds unavailable: not reaping orphans")
 		}
 	}
-	hs := &http.Server{Handler: Auth(want, srv), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	o.Logf("k8s agent: serving envd on %s", ln.Addr())
