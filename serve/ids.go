@@ -25,3 +25,15 @@ func newToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// newToken returns the envd access token of the sandbox id of the key:
+// random, or, on a stateless server, derived from the key (so that every
+// replica answers connect with it).
+func (s *Server) newToken(keyID, id string) string {
+	if s.opts.Stateless {
+		if tok, ok := s.opts.Keys.Derive(keyID, tokenMessage(id)); ok {
+			return tok
+		}
+	}
+	return newToken()
+}

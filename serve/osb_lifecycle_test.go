@@ -87,9 +87,10 @@ func TestOpenSandboxDeleteWhilePending(t *testing.T) {
 		return err == nil && len(infos) == 0 && e.s.st.live() == 0
 	})
 	// Its slot was given back: the key can hold its maximum again.
-	e.s.st.mu.Lock()
-	n := e.s.st.perKey[apikeyID(t, e, testKey)].n
-	e.s.st.mu.Unlock()
+	st := e.s.st.(*store)
+	st.mu.Lock()
+	n := st.perKey[apikeyID(t, e, testKey)].n
+	st.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("the key still holds %d slots", n)
 	}

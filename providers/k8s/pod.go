@@ -105,7 +105,7 @@ func (p *Provider) podFor(name string, spec types.Spec, image string, tokenHash 
 			Name:   name,
 			Labels: podLabels(spec, network),
 			Annotations: map[string]string{
-				annExpires: now.Add(spec.TTL).UTC().Format(time.RFC3339),
+				annExpires: now.Add(spec.TTL).UTC().Format(time.RFC3339Nano),
 				annLabels:  string(labelsJSON),
 				annMeta:    string(metaJSON),
 			},
