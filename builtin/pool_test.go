@@ -20,7 +20,7 @@ import (
 // removes them.
 func TestLocalPoolByDefault(t *testing.T) {
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestLocalPoolByDefault(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			state := t.TempDir()
-			vars := map[string]string{localprovider.EnvStateDir: state, localprovider.EnvAgentBinary: bin}
+			vars := map[string]string{localprovider.EnvStateDir: state, localprovider.EnvAgentBinary: agent}
 			if tc.pool != "" {
 				vars[registry.PoolSizeVar] = tc.pool
 			}

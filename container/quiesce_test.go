@@ -12,11 +12,13 @@ import (
 // KillAllButInit ends every process of the container but its init, a
 // fork bomb among them (the freeze keeps it from forking while the rest
 // dies), and the container goes on: the init lives and new processes
-// start.
+// start. The init is the reaping agent, as in a sandbox: killed orphans
+// keep their pids charge until their reaper waits for them, and an init
+// that never waits (sleep) would leave the limit spent for good.
 func TestKillAllButInit(t *testing.T) {
 	needRoot(t)
 	r := testRuntime(t)
-	c := testConfig(t)
+	c, _ := agentConfig(t)
 	c.Limits.Pids = 256
 	ct := create(t, r, c)
 	// Background sleepers, a bomb that forks until the pids limit, and a
@@ -45,6 +47,18 @@ func TestKillAllButInit(t *testing.T) {
 	}
 	if err := unix.Kill(ct.Pid(), 0); err != nil {
 		t.Fatalf("the init died: %v", err)
+	}
+	// The killed processes leave the cgroup's list at once but hold their
+	// pids charge until the init reaps them, which it does as it goes on;
+	// a new process needs that charge back (runc's exec starts threads).
+	var cur int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cur = atoi(t, readCgroup(t, ct, "pids", "pids.current")); cur < 64 {
+			break
+		}
+	}
+	if cur >= 64 {
+		t.Fatalf("pids.current still %d: the init did not reap the killed processes", cur)
 	}
 	if out, code := execIn(t, r, ct, "echo", "alive"); code != 0 || out != "alive\n" {
 		t.Errorf("after: %q %d", out, code)

@@ -45,7 +45,7 @@ func BenchmarkRolloutLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	c := rollouttest.Qwen3(b)
 	trials, conc := benchstat.EnvInt("BERTH_BENCH_TRIALS", 200), benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 16)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func BenchmarkRolloutLocal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}, b.TempDir())
+	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agent}, b.TempDir())
 	reg := builtin.Registry()
 
 	te, err := testengine.New(c.Tok, rollouttest.Golden(b, tasks), testengine.Options{})

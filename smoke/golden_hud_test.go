@@ -39,11 +39,11 @@ func TestGoldenHUD(t *testing.T) {
 func e2bThroughServe(t *testing.T) registry.Environ {
 	t.Helper()
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
+	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,14 +93,14 @@ func offlineEnv(t *testing.T, e registry.Entry, osEnv registry.Environ) registry
 func localEnv(t testing.TB, base registry.Environ) registry.Environ {
 	t.Helper()
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
 	t.Cleanup(func() {
 		// Nothing may outlive the test: reap what the episode left.
-		p, err := local.New(local.Options{StateDir: state, AgentBinary: bin})
+		p, err := local.New(local.Options{StateDir: state, AgentBinary: agent})
 		if err == nil {
 			ids, _ := p.Reap(context.Background())
 			if len(ids) > 0 {
@@ -109,7 +109,7 @@ func localEnv(t testing.TB, base registry.Environ) registry.Environ {
 			p.Close()
 		}
 	})
-	over := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}
+	over := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agent}
 	return registry.Environ{Home: base.Home, Lookup: func(k string) (string, bool) {
 		if v, ok := over[k]; ok {
 			return v, true

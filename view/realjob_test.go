@@ -128,6 +128,10 @@ func runFixtureJob(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tasks := fixtureTasks(t)
 	jobs := t.TempDir()
 	// A short state dir: the agent's socket path lives under it.
@@ -137,7 +141,7 @@ func runFixtureJob(t *testing.T) string {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if d, err := local.New(local.Options{StateDir: state, AgentBinary: bin}); err == nil {
+		if d, err := local.New(local.Options{StateDir: state, AgentBinary: agent}); err == nil {
 			if left, _ := d.List(ctx, nil); len(left) > 0 {
 				t.Errorf("sandboxes left after berth run: %d", len(left))
 			}
@@ -148,7 +152,7 @@ func runFixtureJob(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "-p", tasks, "-e", "local", "-k", "2", "-n", "6", "-o", jobs, "--job-name", "fixture")
-	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+bin)
+	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+agent)
 	out, err := cmd.CombinedOutput()
 	t.Logf("berth run:\n%s", out)
 	if err != nil {

@@ -27,6 +27,10 @@ func TestInterruptedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tasks := t.TempDir()
 	for i := range interruptTrials {
 		writeSleepTask(t, filepath.Join(tasks, fmt.Sprintf("task-%02d", i)))
@@ -34,7 +38,7 @@ func TestInterruptedJobs(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			state, jobs := t.TempDir(), t.TempDir()
-			env := append(os.Environ(), "BERTH_STATE_DIR="+state, "BERTH_AGENT_BINARY="+bin)
+			env := append(os.Environ(), "BERTH_STATE_DIR="+state, "BERTH_AGENT_BINARY="+agent)
 			jobName := "interrupt-" + strings.ReplaceAll(sig.String(), " ", "-")
 			jobDir := filepath.Join(jobs, jobName)
 

@@ -38,6 +38,10 @@ func startHosted(t *testing.T, args ...string) *hostedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
 	state, err := os.MkdirTemp("", "berth-oe-")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +49,7 @@ func startHosted(t *testing.T, args ...string) *hostedServer {
 	tasks := t.TempDir()
 	harbortest.Task(t, tasks, "answer", harbortest.TOMLImage(local.DefaultImage, "60", "60"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
 	cmd := exec.Command(bin, append([]string{"openenv", "serve", "--backend", "local", "--tasks", tasks, "--addr", "127.0.0.1:0", "--pool", "0"}, args...)...)
-	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+bin)
+	cmd.Env = append(os.Environ(), local.EnvStateDir+"="+state, local.EnvAgentBinary+"="+agent)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +58,7 @@ func startHosted(t *testing.T, args ...string) *hostedServer {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.New(local.Options{StateDir: state, AgentBinary: bin})
+	d, err := local.New(local.Options{StateDir: state, AgentBinary: agent})
 	if err != nil {
 		t.Fatal(err)
 	}

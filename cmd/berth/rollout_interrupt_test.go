@@ -24,7 +24,8 @@ import (
 func TestRolloutInterrupted(t *testing.T) {
 	bin, state := localState(t)
 	tok := hfref.RequireQwen3(t)
-	env := append(os.Environ(), "BERTH_STATE_DIR="+state, "BERTH_AGENT_BINARY="+bin)
+	// No BERTH_AGENT_BINARY: berth finds berth-agent beside itself.
+	env := append(os.Environ(), "BERTH_STATE_DIR="+state)
 
 	// The session server, with the echoing test engine: the agent's turns
 	// keep going (the echoes are partly commands, partly not) until the
@@ -128,4 +129,16 @@ func metric(t *testing.T, base, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// agentFor returns the static berth-agent, for a test that runs berth's
+// verbs in its own process (where no berth-agent lies beside the
+// executable).
+func agentFor(t *testing.T) string {
+	t.Helper()
+	agent, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent
 }

@@ -30,7 +30,7 @@ const terminusKey = "sk-SECRET-run-terminus-71aa"
 // trajectory in each trial; the key from --api-key-file reaches the
 // endpoint and nothing else.
 func TestRunTerminus(t *testing.T) {
-	bin, state := localState(t)
+	_, state := localState(t)
 	c, err := tito.LoadCodec(hfref.RequireQwen3(t), "qwen3", "")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestRunTerminus(t *testing.T) {
 	os.WriteFile(keyFile, []byte(terminusKey+"\n"), 0o600)
 
 	var stdout, stderr bytes.Buffer
-	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}, work)
+	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentFor(t)}, work)
 	code := run([]string{"run", "-p", tasksDir, "-a", "terminus", "--api-base", ts.URL + "/v1", "--model", "golden-7b",
 		"--api-key-file", keyFile, "-o", filepath.Join(work, "jobs"), "--job-name", "eval", "-n", "2"}, nil, &stdout, &stderr, env)
 	if code != 0 {

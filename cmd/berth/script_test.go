@@ -51,6 +51,10 @@ func localEnv(env *testscript.Env) error {
 	if err != nil {
 		return err
 	}
+	agent, err := testbin.Agent()
+	if err != nil {
+		return err
+	}
 	state, err := os.MkdirTemp("", "berth-cli-")
 	if err != nil {
 		return err
@@ -69,7 +73,7 @@ func localEnv(env *testscript.Env) error {
 		return err
 	}
 	env.Setenv(local.EnvStateDir, state)
-	env.Setenv(local.EnvAgentBinary, bin)
+	env.Setenv(local.EnvAgentBinary, agent)
 	env.Setenv("BUSYBOX_TAR", tarPath)
 	return nil
 }

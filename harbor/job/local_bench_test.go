@@ -33,7 +33,7 @@ import (
 func BenchmarkJobLocal(b *testing.B) {
 	testbin.NeedLocal(b)
 	trials, conc := benchstat.EnvInt("BERTH_BENCH_TRIALS", 1000), benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 32)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func BenchmarkJobLocal(b *testing.B) {
 		writeTrivialTask(b, filepath.Join(tasks, fmt.Sprintf("t%04d", i)))
 	}
 	state := b.TempDir()
-	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin}
+	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agent}
 	if pool := os.Getenv("BERTH_BENCH_POOL"); pool != "" {
 		vars[registry.PoolSizeVar] = pool // 0: every create cold
 	}

@@ -26,11 +26,11 @@ import (
 func localProvider(t *testing.T) *sandbox.Provider {
 	t.Helper()
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
+	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-// Package testbin builds the berth binary for tests that need it as a
-// program, not as code: the local provider mounts it into sandboxes as
-// their agent, so it must be static (CGO_ENABLED=0), and a test binary,
-// linked with cgo, cannot stand in for it. It is built once per test
+// Package testbin builds berth's binaries for tests that need them as
+// programs, not as code: the berth CLI, and berth-agent, which the local
+// provider mounts into sandboxes as their init, so it must be static
+// (CGO_ENABLED=0), and a test binary, linked with cgo, cannot stand in
+// for it. It is built once per test
 // process into a temporary directory that Cleanup removes (or, when no
 // TestMain called it, the next test process that builds: see sweep).
 //
@@ -28,8 +29,15 @@ import (
 var (
 	mu     sync.Mutex
 	dir    string
-	builds = map[bool]*build{}
+	builds = map[target]*build{}
 )
+
+// target is one binary to build: a main package, linked static or as the
+// environment's cgo setting links it.
+type target struct {
+	pkg    string // "berth" or "berth-agent", under cmd/
+	static bool
+}
 
 type build struct {
 	once sync.Once
@@ -39,27 +47,38 @@ type build struct {
 
 // Berth returns the path of a static berth binary built from this module's
 // cmd/berth, building it on the first call (a few seconds, less when Go's
-// build cache is warm).
-func Berth() (string, error) { return get(true) }
+// build cache is warm). The agent (Agent) is built beside it, where a berth
+// run as a program finds it.
+func Berth() (string, error) {
+	if _, err := Agent(); err != nil {
+		return "", err
+	}
+	return get(target{"berth", true})
+}
 
-// BerthDefault returns a berth binary built as `go build ./cmd/berth`
+// Agent returns the path of a static berth-agent binary built from
+// cmd/berth-agent: what the local provider mounts into sandboxes as their
+// init (Options.AgentBinary) and the k8s provider's pods run.
+func Agent() (string, error) { return get(target{"berth-agent", true}) }
+
+// AgentDefault returns a berth-agent built as `go build ./cmd/berth-agent`
 // builds it, with the environment's cgo setting: dynamically linked where
 // a C compiler is installed. seed.IsStatic reports which it is.
-func BerthDefault() (string, error) { return get(false) }
+func AgentDefault() (string, error) { return get(target{"berth-agent", false}) }
 
-func get(static bool) (string, error) {
+func get(t target) (string, error) {
 	mu.Lock()
-	b := builds[static]
+	b := builds[t]
 	if b == nil {
 		b = &build{}
-		builds[static] = b
+		builds[t] = b
 	}
 	mu.Unlock()
-	b.once.Do(func() { b.path, b.err = compile(static) })
+	b.once.Do(func() { b.path, b.err = compile(t) })
 	return b.path, b.err
 }
 
-func compile(static bool) (string, error) {
+func compile(t target) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("testbin: no go command in PATH: %w", err)
@@ -76,17 +95,17 @@ func compile(static bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name, env := "berth-default", os.Environ()
-	if static {
-		name, env = "berth", append(env, "CGO_ENABLED=0")
+	name, env := t.pkg+"-default", os.Environ()
+	if t.static {
+		name, env = t.pkg, append(env, "CGO_ENABLED=0")
 	}
 	out := filepath.Join(d, name)
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/berth-sh/berth/cmd/berth")
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/berth-sh/berth/cmd/"+t.pkg)
 	cmd.Env = env
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("testbin: go build ./cmd/berth: %w\n%s", err, b)
+		return "", fmt.Errorf("testbin: go build ./cmd/%s: %w\n%s", t.pkg, err, b)
 	}
-	if static {
+	if t.static {
 		if s, err := seed.IsStatic(out); err != nil || !s {
 			return "", fmt.Errorf("testbin: %s is not static despite CGO_ENABLED=0 (%v)", out, err)
 		}
@@ -97,7 +116,7 @@ func compile(static bool) (string, error) {
 // Each build directory names the test process that owns it, so that a
 // later process removes the directories of processes that are gone: a
 // package without a TestMain calling Cleanup, or a test binary killed,
-// would otherwise leave a 38 MB binary in the temp dir per run.
+// would otherwise leave its binaries in the temp dir per run.
 const (
 	dirPrefix = "berth-testbin-"
 	ownerFile = "owner.pid"

@@ -94,7 +94,7 @@ func BenchmarkHostedEpisodes(b *testing.B) {
 // its environment factory.
 func hostedLocal(b *testing.B, conc int) (*httptest.Server, openenv.Factory) {
 	testbin.NeedLocal(b)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func hostedLocal(b *testing.B, conc int) (*httptest.Server, openenv.Factory) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: bin, registry.PoolSizeVar: "2"}
+	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agent, registry.PoolSizeVar: "2"}
 	if pool := os.Getenv("BERTH_BENCH_POOL"); pool != "" {
 		vars[registry.PoolSizeVar] = pool
 	}
@@ -125,7 +125,7 @@ func hostedLocal(b *testing.B, conc int) (*httptest.Server, openenv.Factory) {
 		srv.Close()
 		hs.Close()
 		prov.Close()
-		d, _ := local.New(local.Options{StateDir: state, AgentBinary: bin})
+		d, _ := local.New(local.Options{StateDir: state, AgentBinary: agent})
 		if ids, _ := d.Reap(context.Background()); len(ids) > 0 {
 			b.Errorf("sandboxes left: %v", ids)
 		}

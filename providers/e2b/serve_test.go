@@ -39,12 +39,12 @@ func TestSuiteAgainstServe(t *testing.T) {
 // own agent.
 func TestSuiteAgainstServeLocal(t *testing.T) {
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	d, err := local.New(local.Options{StateDir: state, AgentBinary: bin})
+	d, err := local.New(local.Options{StateDir: state, AgentBinary: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +109,11 @@ func startServe(t *testing.T, backend *sandbox.Provider, baseImage string) (serv
 // over the local provider, by the two URLs a user would set.
 func TestGoldenThroughServe(t *testing.T) {
 	testbin.NeedLocal(t)
-	bin, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: bin})
+	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@
 // image's USER before the kubelet pulls it), resources from the Spec as
 // requests (and limits when the Spec asks; GPUs as nvidia.com/gpu), an
 // optional runtimeClassName (gVisor, Kata). An initContainer copies the
-// static berth binary from the agent image into an emptyDir mounted at
+// static agent binary (cmd/berth-agent) from the agent image into an emptyDir mounted at
 // /.berth, or, with Options.AgentImageVolume, the agent image is an image
 // volume there. Spec labels that are valid Kubernetes labels become pod
 // labels; all of them, and berth's metadata, are annotations.

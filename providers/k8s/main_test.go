@@ -55,7 +55,7 @@ func testMain(m *testing.M) int {
 		return m.Run()
 	}
 	defer testbin.Cleanup()
-	agent, err := testbin.Berth()
+	agent, err := testbin.Agent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

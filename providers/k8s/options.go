@@ -70,7 +70,7 @@ const (
 	DefaultQPS         = 50
 	DefaultBurst       = 100
 	DefaultMaxLifetime = 24 * time.Hour
-	// DefaultAgentImage holds the static berth binary at /berth (see
+	// DefaultAgentImage holds the static agent binary (cmd/berth-agent) at /berth (see
 	// deploy/agent.Dockerfile); clusters that cannot pull it set their own.
 	DefaultAgentImage = "ghcr.io/berth-sh/berth-agent:latest"
 	// DefaultReadyTimeout bounds create to ready (image pulls included).

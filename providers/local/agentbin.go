@@ -49,7 +49,7 @@ func (o Options) agentLaunch(ctx context.Context) (launch, error) {
 		if err != nil {
 			return launch{}, fmt.Errorf("find the running berth binary: %w; set %s", err, EnvAgentBinary)
 		}
-		p = exe
+		p = defaultAgent(exe)
 	}
 	bin, err := filepath.Abs(p)
 	if err != nil {
@@ -80,6 +80,26 @@ func (o Options) agentLaunch(ctx context.Context) (launch, error) {
 		l.mounts = append(l.mounts, container.Mount{Source: host, Target: path.Join(libDir, name), ReadOnly: true})
 	}
 	return l, nil
+}
+
+// AgentName is the agent binary's file name, looked for beside the
+// running berth binary.
+const AgentName = "berth-agent"
+
+// defaultAgent is the agent binary when none is set: berth-agent beside
+// the running binary (installed together: `go build ./cmd/...`), else the
+// running binary itself, whose hidden agent verb is the same program with
+// the whole CLI linked in: it works, but every sandbox's init then starts
+// slower and is charged for the pages of a binary ten times the size.
+func defaultAgent(exe string) string {
+	if filepath.Base(exe) == AgentName {
+		return exe
+	}
+	sibling := filepath.Join(filepath.Dir(exe), AgentName)
+	if fi, err := os.Stat(sibling); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return sibling
+	}
+	return exe
 }
 
 // elfInterpreter returns the program interpreter (PT_INTERP) of the ELF

@@ -181,8 +181,8 @@ func TestBadInputCreate(t *testing.T) {
 	}
 }
 
-// berthCLI runs the berth binary (the one the sandboxes mount) on the
-// tests' state dir, with env added, and returns its exit code and stderr.
+// berthCLI runs the berth binary on the tests' state dir, with the agent
+// the tests mount,, with env added, and returns its exit code and stderr.
 func berthCLI(t *testing.T, cmd *exec.Cmd) (int, string) {
 	t.Helper()
 	var stderr bytes.Buffer
@@ -240,7 +240,7 @@ func TestBadInputImportCorrupt(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := snapshotState(t)
-			code, stderr := berthCLI(t, exec.Command(agentBin, "image", "import", "test.local/bad:1", tt.file))
+			code, stderr := berthCLI(t, exec.Command(berthBin, "image", "import", "test.local/bad:1", tt.file))
 			t.Logf("exit %d: %s", code, stderr)
 			if code != 2 {
 				t.Errorf("exit %d, want 2 (bad input); stderr:\n%s", code, stderr)
@@ -303,7 +303,7 @@ func dropTarEntries(t *testing.T, p string, drop func(string) bool) []byte {
 func TestBadInputRuncMissing(t *testing.T) {
 	needRoot(t)
 	before := snapshotState(t)
-	cmd := exec.Command(agentBin, "sandboxes", "create", "--image", local.DefaultImage)
+	cmd := exec.Command(berthBin, "sandboxes", "create", "--image", local.DefaultImage)
 	cmd.Env = []string{"PATH=" + t.TempDir(), "HOME=/root"}
 	code, stderr := berthCLI(t, cmd)
 	t.Logf("exit %d: %s", code, stderr)
@@ -332,7 +332,7 @@ func TestBadInputNotRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "berth")
-	if err := copyFile(agentBin, bin, 0o755); err != nil {
+	if err := copyFile(berthBin, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshotState(t)

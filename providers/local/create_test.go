@@ -144,18 +144,18 @@ func TestBadAgentRefused(t *testing.T) {
 	}
 }
 
-// berth built the default way (`go build`, linked against the host's libc
+// berth-agent built the default way (`go build`, linked against the host's libc
 // where cgo is available) is a working agent in an image without a libc:
 // it runs through the host's loader, mounted beside it. Trees, which that
 // agent moves itself, arrive as the sandbox's user.
 func TestDynamicAgent(t *testing.T) {
 	needRoot(t)
-	bin, err := testbin.BerthDefault()
+	bin, err := testbin.AgentDefault()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if static, err := seed.IsStatic(bin); err != nil || static {
-		t.Skipf("go build links berth statically here (no C compiler, or CGO_ENABLED=0): nothing to test (%v)", err)
+		t.Skipf("go build links berth-agent statically here (no C compiler, or CGO_ENABLED=0): nothing to test (%v)", err)
 	}
 	o := options()
 	o.AgentBinary = bin

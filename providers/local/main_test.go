@@ -22,7 +22,8 @@ import (
 // checks is empty at the end, with no mount left under the state dir.
 var (
 	stateDir     string
-	agentBin     string
+	agentBin     string // berth-agent, mounted into the sandboxes
+	berthBin     string // the berth CLI, for tests that run it as a program
 	cgroupParent string
 	skipReason   string
 )
@@ -37,7 +38,11 @@ func TestMain(m *testing.M) {
 func testMain(m *testing.M) int {
 	if skipReason = testbin.LocalMissing(); skipReason == "" {
 		var err error
-		if agentBin, err = testbin.Berth(); err != nil {
+		if berthBin, err = testbin.Berth(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if agentBin, err = testbin.Agent(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

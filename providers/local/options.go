@@ -14,8 +14,10 @@ type Options struct {
 	// StateDir holds images, sandboxes and runtime state; "" is
 	// DefaultStateDir().
 	StateDir string
-	// AgentBinary is the berth binary mounted into every sandbox as its
-	// init; "" is the running executable. A static build (CGO_ENABLED=0)
+	// AgentBinary is the agent binary mounted into every sandbox as its
+	// init (cmd/berth-agent, or a berth binary, whose hidden agent verb is
+	// the same program); "" is berth-agent beside the running executable,
+	// else the running executable itself. A static build (CGO_ENABLED=0)
 	// runs as it is; a dynamically linked one runs through the host's
 	// dynamic loader and libraries, mounted read-only beside it.
 	AgentBinary string
@@ -47,7 +49,7 @@ const DefaultPids = 1024
 const (
 	// EnvStateDir overrides the state directory.
 	EnvStateDir = "BERTH_STATE_DIR"
-	// EnvAgentBinary names the berth binary to mount as the agent.
+	// EnvAgentBinary names the agent binary to mount into sandboxes.
 	EnvAgentBinary = "BERTH_AGENT_BINARY"
 	// EnvRuntime names the OCI runtime (Options.Runtime): runc, crun or
 	// runsc.
