@@ -58,24 +58,53 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
-// BenchmarkCreateReady is create to ready of plain Pods backed by the node
-// shim (a real local sandbox each, reached through port-forward), one at a
-// time: p50 and p95, and the API requests each create+ready+delete costs.
+// BenchmarkCreateReady is create to ready, one at a time, backed by the
+// node shim (a real local sandbox each, reached through port-forward): p50
+// and p95, and the API requests each create+ready+delete costs. pod: a
+// plain Pod each. claim-warm: an agent-sandbox SandboxClaim on a warm pool
+// of 4 that is full before each create (the refill after each delete is
+// not timed), the sandbox's settings handed to the warm agent after the
+// claim. claim-cold: a claim on an empty pool, for which the controller
+// makes a Sandbox and its Pod from the template.
 func BenchmarkCreateReady(b *testing.B) {
+	b.Run("pod", func(b *testing.B) {
+		needCluster(b)
+		createReady(b, options(namespace(b)), nil)
+	})
+	b.Run("claim-warm", func(b *testing.B) {
+		ns := namespace(b)
+		ext := extClient(b)
+		createReady(b, claimOptions(b, ns, 4), func() { waitPoolReady(b, ext, ns, 4) })
+	})
+	b.Run("claim-cold", func(b *testing.B) {
+		createReady(b, claimOptions(b, namespace(b), 0), nil)
+	})
+}
+
+// createReady times b.N creates with o, calling before (untimed) ahead of
+// each.
+func createReady(b *testing.B, o k8s.Options, before func()) {
 	var c counter
-	p := countedProvider(b, &c)
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(b, o))
+	defer p.Close()
 	ctx := context.Background()
-	// Warm: the key Secret and the network policy are per process.
+	// Warm: the key Secret, the network policy (and the template and its
+	// pool) are per process.
 	warm, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = warm.Delete(ctx)
 	_ = warm.Close()
-	base := c.n.Load()
 	var lat []time.Duration
+	var requests int64
 	b.ResetTimer()
 	for b.Loop() {
+		if before != nil {
+			before()
+		}
+		base := c.n.Load()
 		t0 := time.Now()
 		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
 		if err != nil {
@@ -85,12 +114,13 @@ func BenchmarkCreateReady(b *testing.B) {
 		if err := sb.Delete(ctx); err != nil {
 			b.Fatal(err)
 		}
+		requests += c.n.Load() - base
 		_ = sb.Close()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(percentile(lat, 0.50).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.95).Milliseconds()), "p95-ms")
-	b.ReportMetric(float64(c.n.Load()-base)/float64(len(lat)), "api-requests/sandbox")
+	b.ReportMetric(float64(requests)/float64(len(lat)), "api-requests/sandbox")
 }
 
 // kwokNodes registers n kwok-managed nodes labelled berth.sh/kwok=true.
