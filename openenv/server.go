@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 // Env is one environment session. The server calls it from one goroutine
@@ -251,27 +253,13 @@ func ListenAndServe(ctx context.Context, addr string, opts Options, ready func(b
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
 	s.opts.Logger.Info("serving OpenEnv", "env", opts.Info.Name, "addr", ln.Addr().String(), "max_concurrent_envs", s.opts.MaxConcurrentEnvs)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
 	// Sessions end first (their Envs closed), then the listener; hijacked
 	// WebSocket connections are not the http.Server's to wait for.
-	_ = s.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := httpserve.Serve(ctx, ln, s, httpserve.Options{BeforeShutdown: func() { _ = s.Close() }}); err != nil {
 		return fmt.Errorf("openenv: %w", err)
 	}
 	return nil

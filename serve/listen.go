@@ -2,10 +2,10 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"net"
-	"net/http"
 	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 // shutdownGrace is how long open calls (streams included) get to finish
@@ -27,31 +27,9 @@ func ListenAndServe(ctx context.Context, addr string, opts Options, ready func(U
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
-	}
 	if ready != nil {
 		ready(ClientURLs("http://"+ln.Addr().String(), s.opts.Domain))
 	}
 	s.log.Info("serving the E2B API", "addr", ln.Addr().String(), "provider", s.p.Name(), "domain", s.opts.Domain, "templates", s.opts.templateNames())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close() // streams that did not end in time
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return httpserve.Serve(ctx, ln, s, httpserve.Options{Grace: shutdownGrace})
 }

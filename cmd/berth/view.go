@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/view"
 )
@@ -64,15 +64,5 @@ func (a *app) serveView(ctx context.Context, addr string, h http.Handler) error 
 		fmt.Fprintf(a.stderr, "berth view: listening on %s, which is not loopback: anyone who can reach it can read these jobs\n", ln.Addr())
 	}
 	fmt.Fprintf(a.stdout, "berth view: http://%s/\n", ln.Addr())
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return httpserve.Serve(ctx, ln, h, httpserve.Options{ReadTimeout: 30 * time.Second})
 }

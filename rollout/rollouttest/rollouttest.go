@@ -19,7 +19,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/qwen3test"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/session"
@@ -28,22 +28,8 @@ import (
 	"github.com/berth-sh/berth/session/tito"
 )
 
-var (
-	codecOnce sync.Once
-	codec     *tito.Codec
-	codecErr  error
-)
-
 // Qwen3 is Qwen3's real tokenizer and template (the npm reference package).
-func Qwen3(t testing.TB) *tito.Codec {
-	t.Helper()
-	dir := hfref.RequireQwen3(t)
-	codecOnce.Do(func() { codec, codecErr = tito.LoadCodec(dir, "qwen3", "") })
-	if codecErr != nil {
-		t.Fatal(codecErr)
-	}
-	return codec
-}
+func Qwen3(t testing.TB) *tito.Codec { return qwen3test.Codec(t) }
 
 // PolicyEngine is the test engine behind a session server, both on
 // loopback. It remembers every reply it gave, by session, so that tests

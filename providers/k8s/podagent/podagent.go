@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/internal/reap"
 )
 
@@ -128,19 +129,11 @@ func Main(ctx context.Context, o Options) error {
 			o.Logf("k8s agent: pidfds unavailable: not reaping orphans")
 		}
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
 	o.Logf("k8s agent: serving envd on %s", ln.Addr())
-	select {
-	case err := <-errc:
+	if err := httpserve.Serve(ctx, ln, handler, httpserve.Options{Grace: 2 * time.Second}); err != nil {
 		return fmt.Errorf("k8s agent: serve: %w", err)
-	case <-ctx.Done():
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer scancel()
-		_ = hs.Shutdown(sctx)
-		return nil
 	}
+	return nil
 }
 
 // Auth passes on the calls whose X-Access-Token hashes to want, and GET
