@@ -18,6 +18,7 @@ as="${BERTH_K8S_AGENT_SANDBOX:-0}"
 complete=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
 [[ -f "$out/kwok-stages.yaml" ]] || complete=0
+[[ $as == 1 && ! -d "$out/agent-sandbox-crds" ]] && complete=0
 if [[ $complete == 1 ]]; then
 	echo "k8s control plane: up to date in $out"
 	exit 0
