@@ -308,7 +308,7 @@ func (m *claimMode) liveClaim(ctx context.Context, id string) (*extv1beta1.Sandb
 func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
 	var out []types.Info
 	for _, c := range m.w.list() {
-		if claimEnded(c, now) != "" || !claimLabelsMatch(c, labels) {
+		if claimEnded(c, now) != "" || !labelsMatch(c.Labels, labels) {
 			continue
 		}
 		var l map[string]string
@@ -328,16 +328,6 @@ func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
 		out = append(out, types.Info{ID: c.Name, Image: md.Image, Labels: l, State: state, CreatedAt: c.CreationTimestamp.Time, ExpiresAt: exp})
 	}
 	return out
-}
-
-// claimLabelsMatch: as podLabelsMatch, on the claim's own labels.
-func claimLabelsMatch(c *extv1beta1.SandboxClaim, want map[string]string) bool {
-	for k, v := range want {
-		if validLabel(k, v) && c.Labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // delete deletes the claim; the garbage collector deletes its Sandbox and

@@ -128,7 +128,7 @@ func podGone(pod *corev1.Pod, now time.Time) bool {
 func (m *podMode) list(labels map[string]string, now time.Time) []types.Info {
 	var out []types.Info
 	for _, pod := range m.w.list() {
-		if podGone(pod, now) || !podLabelsMatch(pod, labels) {
+		if podGone(pod, now) || !labelsMatch(pod.Labels, labels) {
 			continue
 		}
 		l := specLabels(pod)
@@ -148,12 +148,13 @@ func (m *podMode) list(labels map[string]string, now time.Time) []types.Info {
 	return out
 }
 
-// podLabelsMatch is a cheap first look: a wanted label that is also a
-// valid Kubernetes label is a pod label, so a pod without it is no match,
-// whatever its annotation holds.
-func podLabelsMatch(pod *corev1.Pod, want map[string]string) bool {
+// labelsMatch is a cheap first look at an object's own labels (a pod's,
+// or a claim's): a wanted label that is also a valid Kubernetes label is
+// one of them, so an object without it is no match, whatever its
+// annotation holds.
+func labelsMatch(have, want map[string]string) bool {
 	for k, v := range want {
-		if validLabel(k, v) && pod.Labels[k] != v {
+		if validLabel(k, v) && have[k] != v {
 			return false
 		}
 	}

@@ -13,19 +13,31 @@ import (
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// The agent answers only calls whose token hashes to the configured hash;
-// /health is open; its own variables stay out of the commands' environment.
-func TestMainAuth(t *testing.T) {
+// startAgent runs Main on a loopback port, with the environment t set,
+// until t ends, and returns its base URL.
+func startAgent(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvTokenSHA256, TokenHash("tok"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Main(ctx, Options{Listener: ln, Logf: t.Logf}) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + ln.Addr().String()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// The agent answers only calls whose token hashes to the configured hash;
+// /health is open; its own variables stay out of the commands' environment.
+func TestMainAuth(t *testing.T) {
+	t.Setenv(EnvTokenSHA256, TokenHash("tok"))
+	base := startAgent(t)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
@@ -60,17 +72,9 @@ func TestMainAuth(t *testing.T) {
 // without the pool's token, no second claim, and after the claim only the
 // sandbox's token opens it, with the claim's environment and directory.
 func TestPooledAgent(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Setenv(EnvTokenSHA256, TokenHash("pool"))
 	t.Setenv(EnvPooled, "1")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Main(ctx, Options{Listener: ln, Logf: t.Logf}) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + ln.Addr().String()
+	base := startAgent(t)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
