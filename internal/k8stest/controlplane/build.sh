@@ -12,7 +12,7 @@ versions="k8s-v1.37.2_etcd-v3.7.3_kwok-v0.8.0_as-v0.5.0" # = k8stest.Versions
 out="${BERTH_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/berth-k8s/$versions}"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # The agent-sandbox controller (for the provider's agent-sandbox mode) only
-# when asked: it costs about 5 minutes cold.
+# when asked: it costs about 5 CPU minutes cold.
 as="${BERTH_K8S_AGENT_SANDBOX:-0}"
 [[ $as == 1 ]] && bins+=(agent-sandbox-controller)
 complete=1
