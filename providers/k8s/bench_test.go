@@ -201,10 +201,20 @@ func BenchmarkScale(b *testing.B) {
 
 // No per-sandbox polling: a sandbox's create, ready and delete cost at
 // most 5 API requests (create, the port-forward upgrade, delete; readiness
-// comes from the shared informer), counted at the driver's transport.
+// comes from the shared informer), counted at the driver's transport. In
+// agent-sandbox mode too: the claim's POST, the port-forward that carries
+// the claim call to the warm agent, and its DELETE, readiness from the
+// informer on the claims.
 func TestAPIRequestsPerSandbox(t *testing.T) {
+	t.Run("pod", func(t *testing.T) { apiRequestsPerSandbox(t, options(namespace(t))) })
+	t.Run("agent-sandbox", func(t *testing.T) { apiRequestsPerSandbox(t, claimOptions(t, namespace(t), 2)) })
+}
+
+func apiRequestsPerSandbox(t *testing.T, o k8s.Options) {
 	var c counter
-	p := countedProvider(t, &c)
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(t, o))
+	defer p.Close()
 	ctx := context.Background()
 	const n = 5
 	base := c.n.Load()
@@ -219,7 +229,8 @@ func TestAPIRequestsPerSandbox(t *testing.T) {
 		_ = sb.Close()
 	}
 	// The first create also reads the key Secret (and makes it) and the
-	// network policy, once per process.
+	// network policy, once per process (and in agent-sandbox mode the
+	// template and its warm pool, once per pod shape).
 	per := float64(c.n.Load()-base) / n
 	t.Logf("%.1f API requests per sandbox (by verb, with the informer's: %v)", per, c.by)
 	if per > 5 {
@@ -278,14 +289,4 @@ func createUnbacked(ctx context.Context, d *k8s.Provider, n, parallel int, del b
 		})
 	}
 	return names, g.Wait()
-}
-
-// countedProvider opens a provider on a fresh namespace whose API requests
-// c counts; it is closed when the test ends.
-func countedProvider(tb testing.TB, c *counter) *sandbox.Provider {
-	o := options(namespace(tb))
-	o.WrapTransport = c.wrap
-	p := sandbox.NewProvider("k8s", openDriver(tb, o))
-	tb.Cleanup(func() { p.Close() })
-	return p
 }
