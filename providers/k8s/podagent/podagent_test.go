@@ -33,6 +33,21 @@ func startAgent(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
+// shOut runs script with sh through c and returns its stdout; it must
+// exit 0.
+func shOut(ctx context.Context, t *testing.T, c *envd.Client, script string) string {
+	t.Helper()
+	var out strings.Builder
+	p, err := c.Exec(ctx, types.Command{Args: []string{"sh", "-c", script}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("sh -c %q: %d %v", script, code, err)
+	}
+	return out.String()
+}
+
 // The agent answers only calls whose token hashes to the configured hash;
 // /health is open; its own variables stay out of the commands' environment.
 func TestMainAuth(t *testing.T) {
@@ -54,15 +69,7 @@ func TestMainAuth(t *testing.T) {
 	}
 	c, _ := envd.NewClient(base, hc, envd.WithAccessToken("tok"))
 	defer c.Close()
-	var out strings.Builder
-	p, err := c.Exec(cctx, types.Command{Args: []string{"sh", "-c", "env"}, Stdout: &out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, err := p.Wait(cctx); err != nil || code != 0 {
-		t.Fatalf("env: %d %v", code, err)
-	}
-	if strings.Contains(out.String(), EnvTokenSHA256) {
+	if out := shOut(cctx, t, c, "env"); strings.Contains(out, EnvTokenSHA256) {
 		t.Errorf("the token hash reached a command's environment")
 	}
 }
@@ -107,18 +114,11 @@ func TestPooledAgent(t *testing.T) {
 	}
 	c, _ := envd.NewClient(base, hc, envd.WithAccessToken("sandbox"))
 	defer c.Close()
-	var out strings.Builder
-	p, err := c.Exec(cctx, types.Command{Args: []string{"sh", "-c", "echo $FROM_CLAIM; pwd; env"}, Stdout: &out})
-	if err != nil {
-		t.Fatal(err)
+	out := shOut(cctx, t, c, "echo $FROM_CLAIM; pwd; env")
+	if !strings.HasPrefix(out, "yes\n"+dir+"\n") {
+		t.Errorf("the claim's settings: %q", out)
 	}
-	if code, err := p.Wait(cctx); err != nil || code != 0 {
-		t.Fatalf("exec: %d %v", code, err)
-	}
-	if !strings.HasPrefix(out.String(), "yes\n"+dir+"\n") {
-		t.Errorf("the claim's settings: %q", out.String())
-	}
-	if strings.Contains(out.String(), EnvPooled) || strings.Contains(out.String(), EnvTokenSHA256) {
+	if strings.Contains(out, EnvPooled) || strings.Contains(out, EnvTokenSHA256) {
 		t.Errorf("the agent's variables reached a command's environment")
 	}
 }
