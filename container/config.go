@@ -53,6 +53,12 @@ type Config struct {
 	Limits Limits
 	// Network is NetworkNone (the zero value) or NetworkPublic.
 	Network Network
+	// DiskBytes, when not zero, bounds what the container can write: the
+	// overlay's upper and work directories (SwitchRoot's too) live on an
+	// ext4 file system of that size in a sparse file in Dir, mounted
+	// through a loop device, and a write past it fails with ENOSPC. At
+	// least MinDiskBytes. Zero: they live on Dir's file system.
+	DiskBytes int64
 	// Blank says that LowerDirs is a blank root (MakeBlankRoot) and that
 	// SwitchRoot will give the container its image: Create makes the
 	// directories SwitchRoot needs ahead, off its clock (a mkdir costs
@@ -157,6 +163,9 @@ func (c *Config) validate() error {
 	}
 	if c.Network != NetworkNone && c.Network != NetworkPublic {
 		return types.Errorf(types.InvalidArgument, "network %q: want none or public", c.Network)
+	}
+	if c.DiskBytes < 0 || c.DiskBytes > 0 && c.DiskBytes < MinDiskBytes {
+		return types.Errorf(types.InvalidArgument, "disk limit of %d bytes: want 0 (none) or at least %d MiB", c.DiskBytes, MinDiskBytes>>20)
 	}
 	return c.Limits.validate()
 }

@@ -57,6 +57,7 @@ type Container struct {
 	slirp *slirp // nil unless started by this process
 
 	blank bool // made for SwitchRoot (Config.Blank)
+	disk  bool // upper and work directories on a disk of their own (Config.DiskBytes)
 
 	mu       sync.Mutex
 	deleted  bool
@@ -127,18 +128,33 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 
 func (ct *Container) path(name string) string { return filepath.Join(ct.dir, name) }
 
-func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
-	dirs := []string{upperDir, workDir, rootfsDir, bundleDir, etcDir}
-	if c.Blank {
-		dirs = append(dirs, rootUpperDir, rootWorkDir, rootDir)
-		ct.blank = true
+// rw is the path of an overlay's upper or work directory: on the
+// container's disk when it has one.
+func (ct *Container) rw(name string) string {
+	if ct.disk {
+		return filepath.Join(ct.dir, diskDir, name)
 	}
-	for _, d := range dirs {
-		if err := os.Mkdir(ct.path(d), 0o755); err != nil {
+	return ct.path(name)
+}
+
+func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
+	if c.DiskBytes > 0 {
+		ct.disk = true
+		if err := makeDisk(ctx, ct.path(diskImage), ct.path(diskDir), c.DiskBytes); err != nil {
 			return err
 		}
 	}
-	if err := mountOverlay(c.LowerDirs, ct.path(upperDir), ct.path(workDir), ct.path(rootfsDir)); err != nil {
+	dirs := []string{ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir), ct.path(bundleDir), ct.path(etcDir)}
+	if c.Blank {
+		dirs = append(dirs, ct.rw(rootUpperDir), ct.rw(rootWorkDir), ct.path(rootDir))
+		ct.blank = true
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := mountOverlay(c.LowerDirs, ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir)); err != nil {
 		return err
 	}
 	if err := writeEtc(ct.path(etcDir), c); err != nil {
@@ -269,7 +285,14 @@ func (ct *Container) Rootfs() string { return ct.rootPath(rootfsDir, rootDir) }
 
 // UpperDir returns the host path of the overlay's upper directory, which
 // holds what the container wrote.
-func (ct *Container) UpperDir() string { return ct.rootPath(upperDir, rootUpperDir) }
+func (ct *Container) UpperDir() string {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.switched {
+		return ct.rw(rootUpperDir)
+	}
+	return ct.rw(upperDir)
+}
 
 // rootPath is the path of name, or of switched once SwitchRoot ran.
 func (ct *Container) rootPath(name, switched string) string {
@@ -365,8 +388,9 @@ func (ct *Container) Delete(ctx context.Context) error {
 	if err := ct.slirp.stop(); err != nil {
 		errs = append(errs, err)
 	}
-	// SwitchRoot's overlay, if any, then Create's.
-	mountErr := errors.Join(unmount(ct.path(rootDir)), unmount(ct.path(rootfsDir)))
+	// SwitchRoot's overlay, if any, then Create's, then the disk under
+	// both (its loop device clears itself with the unmount).
+	mountErr := unmountAll(ct.dir)
 	if mountErr != nil {
 		errs = append(errs, mountErr)
 	}

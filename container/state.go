@@ -62,6 +62,9 @@ func (r Runtime) Load(ctx context.Context, dir string) (*Container, error) {
 		}
 	}
 	ct := &Container{rt: r, bin: bin, id: st.ID, dir: dir, pid: st.Pid, start: st.StartTime, cgroups: st.Cgroups}
+	if _, err := os.Lstat(filepath.Join(dir, diskImage)); err == nil {
+		ct.disk = true
+	}
 	p, err := openProc(st.Pid, st.StartTime)
 	switch {
 	case err == nil:

@@ -154,7 +154,7 @@ func (ct *Container) SwitchRoot(lowers []string) error {
 
 func (ct *Container) switchRoot(lowers []string) error {
 	root := ct.path(rootDir)
-	if err := mountOverlay(lowers, ct.path(rootUpperDir), ct.path(rootWorkDir), root); err != nil {
+	if err := mountOverlay(lowers, ct.rw(rootUpperDir), ct.rw(rootWorkDir), root); err != nil {
 		return err
 	}
 	// Private first: a clone of a shared mount joins its peer group, and
@@ -177,12 +177,20 @@ func (ct *Container) switchRoot(lowers []string) error {
 			unix.Close(fd)
 		}
 	}()
+	// The container's root by fd, and each mount point resolved within it:
+	// a path through /proc/<pid>/root would follow an absolute symlink
+	// the container planted on the way to the host's own tree.
+	cur, err := unix.Open(fmt.Sprintf("/proc/%d/root", ct.pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the container's root: %w", err)
+	}
+	defer unix.Close(cur)
 	for _, m := range carry {
-		var st unix.Stat_t
-		if err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", ct.pid, m), &st); err != nil {
+		isDir, err := isDirInRoot(cur, m)
+		if err != nil {
 			return fmt.Errorf("mount %s: %w", m, err)
 		}
-		fd, err := mountTarget(tree, m, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+		fd, err := mountTarget(tree, m, isDir)
 		if err != nil {
 			return fmt.Errorf("mount point %s in the new root: %w", m, err)
 		}
@@ -193,8 +201,9 @@ func (ct *Container) switchRoot(lowers []string) error {
 		return fmt.Errorf("open mount namespace: %w", err)
 	}
 	defer unix.Close(ns)
-	// The namespace is the init's only if the pid was not reused before
-	// the open: the init still running proves it.
+	// The namespace (and the root opened above) is the init's only if the
+	// pid was not reused before the opens: the init still running proves
+	// it.
 	if ct.proc.exited() {
 		return types.Errorf(types.Unavailable, "init %d exited", ct.pid)
 	}
@@ -340,6 +349,26 @@ func mountTarget(root int, p string, dir bool) (int, error) {
 		}
 	}
 	return -1, unix.ELOOP
+}
+
+// isDirInRoot reports whether p, resolved within the tree whose root is
+// the fd root and not followed if it is a symlink itself, is a directory
+// (a mount point's mounted root, as the walk crosses into it).
+func isDirInRoot(root int, p string) (bool, error) {
+	rel := inRoot(p)
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := openInRoot(root, rel, unix.O_NOFOLLOW)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, err
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
 }
 
 // maxHops bounds the symlinks mountTarget follows, as the kernel's 40.

@@ -159,7 +159,8 @@ func ParseWithEnv(r io.Reader, buildArgs map[string]string, baseEnv []string) (*
 			in.Args = []string{v}
 		}
 		for k := range in.Flags {
-			if !(k == "chown" || k == "chmod") || (cmd != "COPY" && cmd != "ADD") {
+			copyFlag := (k == "chown" || k == "chmod") && (cmd == "COPY" || cmd == "ADD")
+			if !copyFlag && !(k == "user" && cmd == "RUN") {
 				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: %s --%s is not supported", ll.line, cmd, k)
 			}
 		}

@@ -78,6 +78,8 @@ func TestParseRefusals(t *testing.T) {
 		{"# nothing\n", types.InvalidArgument, "no FROM"},
 		{"FROM a\nRUN --mount=type=cache,target=/x true\n", types.NotSupported, "RUN --mount"},
 		{"FROM a\nFROBNICATE\n", types.NotSupported, "Dockerfile:2: FROBNICATE is not supported"},
+		{"FROM a\nCOPY --user=root x /x\n", types.NotSupported, "COPY --user"},
+		{"FROM a\nRUN --chown=root true\n", types.NotSupported, "RUN --chown"},
 	}
 	for _, c := range cases {
 		_, err := Parse(strings.NewReader(c.src), nil)
@@ -98,5 +100,21 @@ func TestExpand(t *testing.T) {
 		if got := expand(in, vars); got != want {
 			t.Errorf("expand(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRunUser: RUN --user=NAME (berth's own flag) names the step's user
+// and leaves the exec form intact.
+func TestRunUser(t *testing.T) {
+	f, err := Parse(strings.NewReader("FROM a\nRUN --user=nobody [\"/bin/sh\", \"-c\", \"id -u\"]\nRUN id -u\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := f.Instructions
+	if in[0].Flags["user"] != "nobody" || !slices.Equal(in[0].Args, []string{"/bin/sh", "-c", "id -u"}) {
+		t.Errorf("RUN --user = %+v", in[0])
+	}
+	if _, ok := in[1].Flags["user"]; ok {
+		t.Errorf("a plain RUN has a user: %+v", in[1])
 	}
 }

@@ -3,18 +3,16 @@ package image
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/dirfd"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -28,10 +26,14 @@ const (
 )
 
 // layerWriter writes an overlayfs upper directory as an OCI layer tar.
+// The directory is a sandbox's: a process in it may rename, swap and
+// relink anything while the host reads. So the walk holds each directory
+// by its fd (package dirfd) and acts on one name in it at a time, never
+// following that name: a directory swapped for a symlink to a host
+// directory after it was listed is refused (or already held open), and no
+// lstat, readlink, xattr or open of the host's tree happens through it.
 type layerWriter struct {
 	ctx     context.Context
-	dir     string
-	root    *os.Root
 	tw      *tar.Writer
 	exclude func(string) bool
 	links   map[[2]uint64]string // (dev, inode) -> first name, for hard links
@@ -45,29 +47,25 @@ type layerWriter struct {
 // Sockets and device nodes other than whiteouts are left out: no image
 // carries them.
 func writeLayer(ctx context.Context, w io.Writer, dir string, exclude func(string) bool) error {
-	root, err := os.OpenRoot(dir)
+	root, err := dirfd.Open(dir, dirfd.Beneath)
 	if err != nil {
 		return fmt.Errorf("layer directory: %w", err)
 	}
 	defer root.Close()
 	lw := &layerWriter{
-		ctx: ctx, dir: dir, root: root, tw: tar.NewWriter(w), exclude: exclude,
+		ctx: ctx, tw: tar.NewWriter(w), exclude: exclude,
 		links: map[[2]uint64]string{}, buf: make([]byte, 1<<20),
 	}
-	if err := lw.children(""); err != nil {
+	if err := lw.children(&root.Dir, ""); err != nil {
 		return err
 	}
 	return lw.tw.Close()
 }
 
-// children writes the entries of the directory rel ("" for the top).
-func (lw *layerWriter) children(rel string) error {
-	d, err := lw.root.Open(rootRel(rel))
-	if err != nil {
-		return err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
+// children writes the entries of the open directory d, at rel ("" for
+// the top).
+func (lw *layerWriter) children(d *dirfd.Dir, rel string) error {
+	names, err := d.Names()
 	if err != nil {
 		return err
 	}
@@ -80,17 +78,18 @@ func (lw *layerWriter) children(rel string) error {
 		if lw.exclude != nil && lw.exclude(p) {
 			continue
 		}
-		if err := lw.entry(p); err != nil {
+		if err := lw.entry(d, n, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (lw *layerWriter) entry(p string) error {
-	host := filepath.Join(lw.dir, filepath.FromSlash(p))
-	var st unix.Stat_t
-	if err := unix.Lstat(host, &st); err != nil {
+// entry writes the entry name of the directory d, whose path in the layer
+// is p.
+func (lw *layerWriter) entry(d *dirfd.Dir, name, p string) error {
+	st, err := d.Lstat(name)
+	if err != nil {
 		return fmt.Errorf("layer entry %s: %w", p, err)
 	}
 	hdr := &tar.Header{
@@ -100,7 +99,7 @@ func (lw *layerWriter) entry(p string) error {
 		Gid:     int(st.Gid),
 		ModTime: time.Unix(st.Mtim.Unix()),
 	}
-	xattrs, err := lw.xattrs(host, p)
+	xattrs, err := lw.xattrs(d, name, p)
 	if err != nil {
 		return err
 	}
@@ -118,20 +117,25 @@ func (lw *layerWriter) entry(p string) error {
 		dir, base := path.Split(p)
 		return lw.write(&tar.Header{Name: dir + whiteoutPrefix + base, Typeflag: tar.TypeReg, ModTime: hdr.ModTime}, nil)
 	case unix.S_IFDIR:
+		// O_NOFOLLOW: a symlink swapped in since the lstat is refused.
+		sub, err := d.OpenDir(name)
+		if err != nil {
+			return fmt.Errorf("layer entry %s: %w", p, err)
+		}
+		defer sub.Close()
 		hdr.Typeflag, hdr.Name = tar.TypeDir, p+"/"
-		opaque := make([]byte, 4)
-		n, err := unix.Lgetxattr(host, opaqueXattr, opaque)
+		opaque, err := d.GetXattr(name, opaqueXattr)
 		if err := lw.write(hdr, nil); err != nil {
 			return err
 		}
-		if err == nil && string(opaque[:n]) == "y" {
+		if err == nil && string(opaque) == "y" {
 			if err := lw.write(&tar.Header{Name: p + "/" + whiteoutOpaque, Typeflag: tar.TypeReg, ModTime: hdr.ModTime}, nil); err != nil {
 				return err
 			}
 		}
-		return lw.children(p)
+		return lw.children(sub, p)
 	case unix.S_IFLNK:
-		target, err := os.Readlink(host)
+		target, err := d.Readlink(name)
 		if err != nil {
 			return fmt.Errorf("layer entry %s: %w", p, err)
 		}
@@ -141,6 +145,19 @@ func (lw *layerWriter) entry(p string) error {
 		hdr.Typeflag = tar.TypeFifo
 		return lw.write(hdr, nil)
 	case unix.S_IFREG:
+		// O_NONBLOCK: a FIFO swapped in since the lstat does not hang
+		// the open; it is refused below.
+		f, err := d.Open(name, unix.O_RDONLY|unix.O_NONBLOCK)
+		if err != nil {
+			return fmt.Errorf("layer entry %s: %w", p, err)
+		}
+		defer f.Close()
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			return fmt.Errorf("layer entry %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return fmt.Errorf("layer entry %s: changed from a file while it was read (mode %#o)", p, st.Mode)
+		}
 		if st.Nlink > 1 {
 			key := [2]uint64{uint64(st.Dev), st.Ino}
 			if first, ok := lw.links[key]; ok {
@@ -150,11 +167,6 @@ func (lw *layerWriter) entry(p string) error {
 			lw.links[key] = p
 		}
 		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
-		f, err := lw.root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			return fmt.Errorf("layer entry %s: %w", p, err)
-		}
-		defer f.Close()
 		return lw.write(hdr, f)
 	}
 	return nil // a socket: meaningless in an image
@@ -178,68 +190,29 @@ func (lw *layerWriter) write(hdr *tar.Header, r io.Reader) error {
 	return nil
 }
 
-// xattrs returns the xattrs of host that go into the layer, refusing the
-// overlayfs ones that the upper directory cannot stand for alone.
-func (lw *layerWriter) xattrs(host, p string) (map[string]string, error) {
-	names, err := listXattrs(host)
+// xattrs returns the xattrs of the entry name of d that go into the
+// layer, refusing the overlayfs ones that the upper directory cannot stand
+// for alone.
+func (lw *layerWriter) xattrs(d *dirfd.Dir, name, p string) (map[string]string, error) {
+	names, err := d.ListXattrs(name)
 	if err != nil {
 		return nil, fmt.Errorf("layer entry %s: %w", p, err)
 	}
 	var out map[string]string
-	for _, name := range names {
+	for _, x := range names {
 		switch {
-		case name == redirectXattr, name == metacopyXattr:
-			return nil, types.Errorf(types.NotSupported, "layer entry %s: overlayfs %s (a redirect_dir or metacopy mount) cannot be committed as a layer", p, name)
-		case name == "security.capability", strings.HasPrefix(name, "user."):
-			v, err := getXattr(host, name)
+		case x == redirectXattr, x == metacopyXattr:
+			return nil, types.Errorf(types.NotSupported, "layer entry %s: overlayfs %s (a redirect_dir or metacopy mount) cannot be committed as a layer", p, x)
+		case x == "security.capability", strings.HasPrefix(x, "user."):
+			v, err := d.GetXattr(name, x)
 			if err != nil {
 				return nil, fmt.Errorf("layer entry %s: %w", p, err)
 			}
 			if out == nil {
 				out = map[string]string{}
 			}
-			out[name] = v
+			out[x] = string(v)
 		}
 	}
 	return out, nil
-}
-
-func listXattrs(host string) ([]string, error) {
-	buf := make([]byte, 1024)
-	for {
-		n, err := unix.Llistxattr(host, buf)
-		if errors.Is(err, unix.ERANGE) && len(buf) < 1<<20 {
-			buf = make([]byte, len(buf)*4)
-			continue
-		}
-		if errors.Is(err, unix.ENOTSUP) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var names []string
-		for _, s := range strings.Split(string(buf[:n]), "\x00") {
-			if s != "" {
-				names = append(names, s)
-			}
-		}
-		sort.Strings(names)
-		return names, nil
-	}
-}
-
-func getXattr(host, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Lgetxattr(host, name, buf)
-		if errors.Is(err, unix.ERANGE) && len(buf) < 1<<20 {
-			buf = make([]byte, len(buf)*4)
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
 }

@@ -61,6 +61,9 @@
 // markers turned back into .wh. entries, and that stream is unpacked like
 // any pulled layer, with the same checks, so a committed image is an
 // ordinary one: its layer's diff ID is the digest of the tar. The
-// directory must be still: the builder commits only after every process
-// of its sandbox is dead.
+// directory should be still: the builder commits only after every process
+// of its sandbox is dead. If one was missed, the walk still reads nothing
+// outside the directory: it holds each directory by its fd and acts on one
+// name at a time without following it (package dirfd), so a directory
+// swapped for a symlink to a host directory is refused, never walked.
 package image

@@ -75,6 +75,26 @@ type Builder struct {
 	LockDir string
 	// Log gets progress and warnings; nil discards them.
 	Log *slog.Logger
+	// Output gets the build as a person reads it: a line
+	// "Dockerfile:N: INSTRUCTION" before each step, then what a RUN
+	// prints (stdout and stderr as they come). nil discards it; a write
+	// error is ignored (the build does not depend on its reader).
+	Output io.Writer
+}
+
+// output is Output, never nil and never failing.
+func (b *Builder) output() io.Writer {
+	if b.Output == nil {
+		return io.Discard
+	}
+	return ignoreErrors{b.Output}
+}
+
+type ignoreErrors struct{ w io.Writer }
+
+func (w ignoreErrors) Write(p []byte) (int, error) {
+	_, _ = w.w.Write(p)
+	return len(p), nil
 }
 
 func (b *Builder) log() *slog.Logger {
@@ -124,6 +144,7 @@ func (bd *Builder) Build(ctx context.Context, spec types.Spec) (image.Image, err
 	defer unlock()
 	if img, err := bd.Store.Resolve(ctx, ref); err == nil && img.Config.Labels[keyLabel] == key {
 		bd.log().Info("image build cache hit: no build needed", "image", img.Ref)
+		fmt.Fprintf(bd.output(), "image %s is stored: no build needed\n", img.Ref)
 		return img, nil
 	}
 	start := time.Now()

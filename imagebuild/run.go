@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -153,6 +154,7 @@ type builder struct {
 	sb   Sandbox
 	tree *tree
 	log  *slog.Logger
+	out  io.Writer // Builder.Output
 	// rootfs is the host path of the sandbox's root (the overlay mount).
 	rootfs string
 }
@@ -174,7 +176,7 @@ func (bd *Builder) startBuild(ctx context.Context, spec types.Spec, base image.I
 	if err != nil {
 		return nil, fmt.Errorf("start the build sandbox: %w", err)
 	}
-	b := &builder{sb: sb, rootfs: sb.Rootfs(), log: bd.log()}
+	b := &builder{sb: sb, rootfs: sb.Rootfs(), log: bd.log(), out: bd.output()}
 	if b.tree, err = openTree(b.rootfs); err != nil {
 		b.close(ctx)
 		return nil, err
@@ -195,6 +197,7 @@ func (b *builder) close(ctx context.Context) {
 // swap names in the tree while a COPY writes into it from the host.
 func (b *builder) step(ctx context.Context, st *buildState, croot *os.Root, in dockerfile.Instruction) error {
 	b.log.Debug("build step", "line", in.Line, "instruction", in.Cmd)
+	fmt.Fprintf(b.out, "Dockerfile:%d: %s\n", in.Line, shorten(in.Raw, 2000))
 	switch in.Cmd {
 	case "RUN":
 		if err := b.run(ctx, st, in); err != nil {
@@ -224,12 +227,17 @@ const maxRunOutput = 2048
 // directory, with its environment. A non-zero exit fails the build with
 // the line and the end of the output.
 func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruction) error {
-	user, err := b.runUser(st.user)
+	who := st.user
+	if u, ok := in.Flags["user"]; ok && u != "" {
+		who = u // RUN --user: this step only
+	}
+	user, err := b.runUser(who)
 	if err != nil {
 		return stepErr(in, types.NotSupported, "%v", err)
 	}
 	out := &tailbuf.Buffer{Max: maxRunOutput}
-	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: out, Stderr: out})
+	w := io.MultiWriter(out, b.out) // b.out never fails
+	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: w, Stderr: w})
 	if err != nil {
 		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
 			return stepErr(in, types.InvalidArgument, "%v", err)

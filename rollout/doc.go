@@ -33,5 +33,31 @@
 // special_token_type or non_assistant_text fails the run (ErrStrict),
 // after everything is written.
 //
+// # NeMo Gym
+//
+// RunGym is the same rollout through a NeMo Gym agent server
+// (mini_swe_agent_2), which runs the harness and creates its sandboxes
+// itself (through berth serve's OpenSandbox API, or any provider of its
+// own). The tasks are a JSON lines file of instances (SWE-bench fields, or
+// Miles's {"prompt", "metadata"} lines). Per sample it opens a session and
+// sends one POST {URL}/run, as Miles's NeMo Gym agent function does: the
+// instance's fields as they are, responses_create_params with the
+// rollout's sampling settings (temperature, top_p, max_output_tokens; input
+// [] unless the task has one), policy_base_url (the session's /v1 URL as
+// the Gym host reaches it, GymOptions.PolicyURL) and policy_api_key (the
+// session server's key, when it has one). Gym's reward and metadata become
+// the sample's reward and eval_report; an answer whose metadata holds an
+// error is a failed episode with reward 0, its samples kept. Transport
+// errors and 5xx answers are tried again (3 attempts, 1-5 s apart, each
+// with a fresh session: Gym may still be running the episode it gave up);
+// other answers are not. A sample gets SampleTimeout in all (1 h). A sample
+// with no answer is ABORTED with the reason (exception NeMoGymError,
+// AgentTimeoutError or CancelledError); its session's samples are still
+// collected, and the session is deleted whatever happened. The answer is
+// read up to MaxReplyBytes and kept as gym_response.json. Each sample gets
+// a trial directory (config.json, result.json, trial.log, the samples) in
+// a job directory the viewer reads; rollout.json and the strict gate are
+// the same.
+//
 // Who imports it: cmd/berth (berth rollout) and trainers written in Go.
 package rollout

@@ -152,15 +152,21 @@ func (h *hooks) Finished(ctx context.Context, t job.TrialInfo, ag agent.Agent, r
 	} else if o.abortReason == "" {
 		o.abortReason = "no model session"
 	}
-	if err := writeSamples(t.Dir, p, r, o, h.opts.TokenText); err != nil && h.opts.Logger != nil {
+	if err := writeSamples(t.Dir, p, harborInfo(r, o), h.opts.TokenText); err != nil && h.opts.Logger != nil {
 		h.opts.Logger.Error("writing samples", "trial", t.Name, "error", err)
 	}
 }
 
 func (h *hooks) deleteSession(ctx context.Context, id string) {
+	deleteSession(ctx, h.opts.Sessions, id, h.opts.Logger)
+}
+
+// deleteSession deletes a session, whatever ctx says: teardown survives a
+// cancel.
+func deleteSession(ctx context.Context, c *session.Client, id string, log *slog.Logger) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
 	defer cancel()
-	if err := sandbox.IgnoreNotFound(h.opts.Sessions.Delete(dctx, id)); err != nil && h.opts.Logger != nil {
-		h.opts.Logger.Warn("deleting a session", "session", id, "error", err)
+	if err := sandbox.IgnoreNotFound(c.Delete(dctx, id)); err != nil && log != nil {
+		log.Warn("deleting a session", "session", id, "error", err)
 	}
 }

@@ -56,9 +56,27 @@ type sessionMeta struct {
 	MismatchError  string           `json:"mismatch_error"`
 }
 
+// sampleInfo is what every sample of a trial carries in its metadata:
+// Miles's agent-function fields and the trial that produced it.
+type sampleInfo struct {
+	reward       float64
+	outcome      outcome
+	evalReport   any
+	agentMetrics map[string]any
+	trialName    string
+	taskName     string
+	attempt      int
+}
+
+// harborInfo is a Harbor trial's sampleInfo.
+func harborInfo(r *trial.Result, o outcome) sampleInfo {
+	return sampleInfo{reward: r.Reward(), outcome: o, evalReport: evalReport(r), agentMetrics: agentMetrics(r),
+		trialName: r.TrialName, taskName: r.TaskName, attempt: r.Config.Attempt}
+}
+
 // writeSamples writes samples.safetensors and samples.jsonl into the trial
 // directory, the trial's outcome in every sample's metadata.
-func writeSamples(dir string, sp *samplesPayload, r *trial.Result, o outcome, tokenText func(int) string) error {
+func writeSamples(dir string, sp *samplesPayload, in sampleInfo, tokenText func(int) string) error {
 	p := &samples.Payload{}
 	sessionID := ""
 	if sp != nil && sp.p != nil {
@@ -71,6 +89,7 @@ func writeSamples(dir string, sp *samplesPayload, r *trial.Result, o outcome, to
 	if len(p.SessionMetadata) > 0 {
 		_ = json.Unmarshal(p.SessionMetadata, &sm)
 	}
+	o := in.outcome
 	if len(p.Samples) == 0 {
 		// Miles: a session without records is an ABORTED sample.
 		if o.abortReason == "" {
@@ -81,15 +100,15 @@ func writeSamples(dir string, sp *samplesPayload, r *trial.Result, o outcome, to
 		}
 		p.Samples = []samples.Sample{{Tokens: []int{}, LossMask: []uint8{}, RolloutLogProbs: []float64{}}}
 	}
-	reward := r.Reward()
+	reward := in.reward
 	meta := map[string]any{
 		"reward":        reward,
 		"exit_status":   o.exitStatus,
-		"eval_report":   evalReport(r),
-		"agent_metrics": agentMetrics(r),
-		"trial_name":    r.TrialName,
-		"task_name":     r.TaskName,
-		"attempt":       r.Config.Attempt,
+		"eval_report":   in.evalReport,
+		"agent_metrics": in.agentMetrics,
+		"trial_name":    in.trialName,
+		"task_name":     in.taskName,
+		"attempt":       in.attempt,
 	}
 	if sessionID != "" {
 		meta["session_id"] = sessionID

@@ -62,8 +62,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 	} {
 		mux.HandleFunc(path, s.keyed(map[string]keyedFunc{"*": s.unsupported(what)}))
 	}
-	for _, path := range []string{"/templates", "/templates/", "/v2/templates", "/v2/templates/", "/v3/templates", "/v3/templates/", "/snapshots", "/snapshots/", "/volumes", "/volumes/"} {
-		mux.HandleFunc(path, s.keyed(map[string]keyedFunc{"*": s.unsupported("templates, snapshots and volumes")}))
+	s.templateRoutes(mux)
+	// Template routes beyond the builds' (listing, tags, v1 builds).
+	for _, path := range []string{"/templates", "/templates/", "/v2/templates", "/v2/templates/", "/v3/templates/", "/snapshots", "/snapshots/", "/volumes", "/volumes/"} {
+		mux.HandleFunc(path, s.keyed(map[string]keyedFunc{"*": s.unsupported("this template route, snapshots and volumes")}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route %s %s", r.Method, r.URL.Path)
@@ -161,11 +163,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	if tmpl == "" {
 		tmpl = DefaultTemplate
 	}
-	image, err := s.opts.image(tmpl)
+	built, status, err := s.templateImage(keyID, tmpl)
 	if err != nil {
-		refuse(http.StatusNotFound, "%v", err)
+		refuse(status, "%v", err)
 		return
 	}
+	image := built.image
 	id := newID()
 	labels := map[string]string{}
 	for k, v := range req.Metadata {
@@ -233,6 +236,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	if err := s.attachPlane(r.Context(), rec); err != nil {
 		s.abandon(rec)
 		writeClassed(w, err, "setting up the sandbox's data plane: %v", err)
+		return
+	}
+	if err := s.startTemplateIn(r, rec, built); err != nil {
+		s.abandon(rec)
+		writeClassed(w, err, "starting the sandbox: %v", err)
 		return
 	}
 	s.arm(rec, ttl)

@@ -32,5 +32,19 @@
 // the owning key. Creates answer 202 at once when the provider is slow
 // (Pending, then Running or Failed), as upstream's do.
 //
+// The control plane also builds E2B templates (template_*.go), as the
+// SDKs' Template.build calls it: POST /v3/templates, the file-upload check
+// and a signed PUT of each copied archive, the build start, its status
+// with logs (logsOffset), and the alias check (404 missing, 403 another
+// key's). A template's steps become a Dockerfile that the provider builds
+// apart from any sandbox (sandbox.Provider.BuildImage; local runs package
+// imagebuild); a provider that cannot build answers 501. Templates belong
+// to the key that named them first, are cached by alias and by content
+// per key (a repeat starts nothing), take turns per alias, and are bounded
+// in upload size, files, steps, log size, build time and builds per key.
+// A create then names the template by alias, alias:tag or ID; its start
+// command runs in each sandbox, which create answers once the ready
+// command succeeds.
+//
 // Importers: cmd/berth (the serve verb).
 package serve

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -47,6 +48,12 @@ var localBackend struct {
 // when a sandbox or a mount is left, and removes the state dir.
 func openLocal(t testing.TB) *sandbox.Provider {
 	t.Helper()
+	return openLocalLogged(t, nil)
+}
+
+// openLocalLogged is openLocal with the provider's logs sent to log.
+func openLocalLogged(t testing.TB, log *slog.Logger) *sandbox.Provider {
+	t.Helper()
 	lb := &localBackend
 	lb.once.Do(setupLocal)
 	if lb.skip != "" {
@@ -66,7 +73,7 @@ func openLocal(t testing.TB) *sandbox.Provider {
 	if err := importBashImage(state, lb.rootfs); err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.New(local.Options{StateDir: state, AgentBinary: lb.agent, CgroupParent: lb.cgroup})
+	d, err := local.New(local.Options{StateDir: state, AgentBinary: lb.agent, CgroupParent: lb.cgroup, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,9 @@ type Options struct {
 	DenyInternet bool
 	// OpenSandbox configures the OpenSandbox API served beside the E2B API.
 	OpenSandbox OpenSandboxOptions
+	// TemplateBuilds configures E2B template builds (Template.build),
+	// where the provider builds images.
+	TemplateBuilds TemplateBuildOptions
 	// KeepOnClose leaves the server's sandboxes running at Close (their
 	// provider-side TTL still ends them); by default Close deletes them.
 	KeepOnClose bool

@@ -61,9 +61,15 @@ func (e *testEnv) runSDK(node, sdk, mode string, extra ...string) string {
 // of its own), failing the test with its output when it fails.
 func (e *testEnv) runScenario(node, dir, name, mode string, env []string) string {
 	e.t.Helper()
+	return e.runScript(node, dir, "scenario.mjs", name, mode, env)
+}
+
+// runScript is runScenario with another script of dir.
+func (e *testEnv) runScript(node, dir, script, name, mode string, env []string) string {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "scenario.mjs", mode)
+	cmd := exec.CommandContext(ctx, node, script, mode)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.t.TempDir()}, env...)
 	out, err := cmd.CombinedOutput()

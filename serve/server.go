@@ -26,6 +26,7 @@ type Server struct {
 	control http.Handler
 	data    http.Handler
 	osb     *osbServer // nil when the OpenSandbox API is off
+	tpl     *templates // E2B template builds (template_*.go)
 	caps    sandbox.Capabilities
 
 	closeOnce sync.Once
@@ -46,6 +47,10 @@ func New(opts Options) (*Server, error) {
 		s.st = newStore()
 	}
 	s.m = newMetrics(func() float64 { return float64(s.st.live()) })
+	var err error
+	if s.tpl, err = newTemplates(s); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.control = s.observe("control", controlRoute, mux)
@@ -94,6 +99,7 @@ func (s *Server) Close() error {
 		if s.osb != nil {
 			s.osb.close() // creates in flight delete what they made
 		}
+		s.tpl.close() // builds in flight end and delete their sandboxes
 		ids := s.st.closeAll()
 		var wg sync.WaitGroup
 		for _, id := range ids {

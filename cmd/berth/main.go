@@ -100,6 +100,7 @@ for the environment a worker needs.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
+	a.runtimeFlag(root)
 	root.AddCommand(
 		a.providersCmd(),
 		a.envCmd(),

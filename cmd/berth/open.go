@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -19,6 +20,22 @@ const backendHelp = "provider name or alias (default $BERTH_BACKEND, else $HARBO
 func (a *app) backendFlag(cmd *cobra.Command, backend *string) {
 	cmd.Flags().StringVar(backend, "backend", "", backendHelp)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackend)
+}
+
+// runtimeFlag adds the global --runtime: the local provider's OCI runtime
+// (runsc runs sandboxes under gVisor), over $BERTH_RUNTIME. It is set in
+// the environment every verb reads (a.env) before any verb runs, so that
+// whatever opens the local provider (the sandbox verbs, run, smoke, serve,
+// openenv, rollout, hud) sees it, and no verb has a flag of its own.
+func (a *app) runtimeFlag(root *cobra.Command) {
+	var rt string
+	root.PersistentFlags().StringVar(&rt, "runtime", "", "OCI runtime of the local provider: runc, crun, or runsc for gVisor (default $"+local.EnvRuntime+", else runc)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if rt != "" {
+			a.env = a.env.With(map[string]string{local.EnvRuntime: rt})
+		}
+		return nil
+	}
 }
 
 // backendName is the provider a verb uses: registry.Backend, the one rule.

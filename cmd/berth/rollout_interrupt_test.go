@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -31,25 +30,9 @@ func TestRolloutInterrupted(t *testing.T) {
 	// keep going (the echoes are partly commands, partly not) until the
 	// interrupt.
 	srv := exec.Command(bin, "session-server", "--engine", "test:", "--model-family", "qwen3", "--tokenizer", tok, "--addr", "127.0.0.1:0")
-	srv.Env = env
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Stderr = io.Discard
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv.Env, srv.Stderr = env, io.Discard
 	var base string
-	if _, err := fmt.Sscanf(line, "# berth session-server: %s", &base); err != nil {
-		t.Fatalf("session server said %q", line)
-	}
-	go io.Copy(io.Discard, out)
+	fmt.Sscanf(startPrinting(t, srv, "# berth session-server: "), "%s", &base)
 
 	tasks, jobs := t.TempDir(), t.TempDir()
 	for i := range 4 {

@@ -59,6 +59,13 @@ Every sandbox gets hard limits (--sandbox-cpus, --sandbox-memory-mb,
 clients cannot change; the --key-* ceilings cap what one API key's
 sandboxes hold in all.
 
+E2B template builds (the SDKs' Template.build: an image, run commands,
+copied files, env, workdir, user, start and ready commands) run where the
+provider builds images (local: its Dockerfile builder); a template then
+names sandboxes by its alias. Templates belong to the API key that built
+them and last as long as the server; their images stay in the provider's
+store. --no-template-builds answers those routes 501.
+
 The same address serves OpenSandbox's lifecycle and execd APIs (routes
 under /v1/ and /sandboxes/{id}/proxy/), as NeMo Gym's opensandbox provider
 and the OpenSandbox SDKs call them: set OPENSANDBOX_DOMAIN (or the SDK's
@@ -157,6 +164,12 @@ sandbox's life (none means --max-timeout).`,
 	f.StringVar(&opts.OpenSandbox.EndpointHost, "opensandbox-endpoint-host", "", "host[:port][/prefix] OpenSandbox endpoint answers point clients at (default: the Host the client called)")
 	f.BoolVar(&opts.OpenSandbox.Disabled, "no-opensandbox", false, "do not serve the OpenSandbox API")
 	f.BoolVar(&opts.DenyInternet, "deny-internet", false, "create every sandbox without network, whatever clients ask")
+	tb := &opts.TemplateBuilds
+	f.BoolVar(&tb.Disabled, "no-template-builds", false, "do not build E2B templates (Template.build answers 501)")
+	f.StringVar(&tb.Dir, "template-dir", "", "directory of template uploads and build contexts (default: a temporary one, removed at exit)")
+	f.DurationVar(&tb.BuildTimeout, "template-build-timeout", 30*time.Minute, "longest template build")
+	f.IntVar(&tb.MaxConcurrentBuildsPerKey, "max-builds-per-key", 2, "template builds one API key may have going; more is answered 429")
+	f.Int64Var(&tb.MaxUploadBytes, "max-template-upload-bytes", 256<<20, "largest archive of a template's copied files, as sent")
 	f.BoolVar(&opts.KeepOnClose, "keep-sandboxes", false, "leave sandboxes running when the server stops (their TTL still ends them)")
 	f.BoolVar(&stateless, "stateless", false, "keep sandbox ownership, token hashes and expiry in the provider's objects, for replicas (default: on where the provider's sandboxes are shared, as k8s's)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,6 +121,88 @@ func (d *Dir) Readlink(name string) (string, error) {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// Names returns the names in the directory, in no order.
+func (d *Dir) Names() ([]string, error) {
+	f, err := d.Open(".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, d.err("readdir", "", err)
+	}
+	return names, nil
+}
+
+// ListXattrs returns the names of the extended attributes of name itself
+// (a symlink's own, never its target's), sorted; none where the file
+// system has none.
+func (d *Dir) ListXattrs(name string) ([]string, error) {
+	p, err := d.procPath(name)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1024)
+	for {
+		n, err := unix.Llistxattr(p, buf)
+		if errors.Is(err, unix.ERANGE) && len(buf) < maxXattr {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, d.err("listxattr", name, err)
+		}
+		var names []string
+		for _, s := range strings.Split(string(buf[:n]), "\x00") {
+			if s != "" {
+				names = append(names, s)
+			}
+		}
+		sort.Strings(names)
+		return names, nil
+	}
+}
+
+// GetXattr returns the value of the extended attribute attr of name
+// itself; an absent one is an error wrapping unix.ENODATA.
+func (d *Dir) GetXattr(name, attr string) ([]byte, error) {
+	p, err := d.procPath(name)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(p, attr, buf)
+		if errors.Is(err, unix.ERANGE) && len(buf) < maxXattr {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if err != nil {
+			return nil, d.err("getxattr", name, err)
+		}
+		return buf[:n], nil
+	}
+}
+
+// maxXattr bounds the buffers of ListXattrs and GetXattr (the kernel's
+// own limit on a value is 64 KiB).
+const maxXattr = 1 << 20
+
+// procPath names name in the directory through the directory's fd: the
+// xattr calls take a path, and /proc/self/fd/N is exactly this directory,
+// whatever has been renamed or swapped for a symlink on the way to it
+// since it was opened; the l* calls then leave name itself unfollowed.
+func (d *Dir) procPath(name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return "", d.err("resolve", name, unix.EINVAL)
+	}
+	return "/proc/self/fd/" + strconv.Itoa(d.fd) + "/" + name, nil
 }
 
 // Unlink removes the non-directory name.

@@ -193,3 +193,53 @@ func TestReadFileBounded(t *testing.T) {
 		t.Fatal("ReadFile blocked on a FIFO")
 	}
 }
+
+// The xattr calls read the name itself: a symlink to a file outside the
+// root shows none of the file's attributes, and a directory held open
+// keeps answering for its own entries after its name is swapped for a
+// link to the outside.
+func TestXattrsOfNameItself(t *testing.T) {
+	root, victim := tree(t)
+	if err := unix.Setxattr(victim, "user.secret", []byte("host"), 0); err != nil {
+		t.Skipf("no user xattrs on this file system: %v", err)
+	}
+	if err := os.Symlink(victim, filepath.Join(root, "d", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "d", "own"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(filepath.Join(root, "d", "own"), "user.mine", []byte("in"), 0); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, root, dirfd.Beneath)
+	d, err := r.OpenDir("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if names, err := d.ListXattrs("link"); err != nil || len(names) != 0 {
+		t.Errorf("xattrs of a symlink name: %v %v, want none of its target's", names, err)
+	}
+	if v, err := d.GetXattr("link", "user.secret"); err == nil {
+		t.Errorf("read the target's xattr through a symlink name: %q", v)
+	}
+	// Swap d for a link to the victim's directory: the open d still names
+	// the tree's directory.
+	if err := os.Rename(filepath.Join(root, "d"), filepath.Join(root, "d.real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	names, err := d.Names()
+	if err != nil || len(names) != 2 {
+		t.Fatalf("names of the held directory: %v %v, want link and own", names, err)
+	}
+	if v, err := d.GetXattr("own", "user.mine"); err != nil || string(v) != "in" {
+		t.Errorf("xattr of the held directory's entry: %q %v", v, err)
+	}
+	if _, err := d.ListXattrs("../victim"); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a name with a slash: %v, want EINVAL", err)
+	}
+}

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,22 @@ var buildSandboxes atomic.Int64
 
 func (p *Provider) builder() *imagebuild.Builder {
 	return &imagebuild.Builder{Host: buildHost{p}, Store: p.store, LockDir: filepath.Join(p.state, "builds"), Log: p.log}
+}
+
+// BuildImage builds spec.Build (a cache hit when its image is stored,
+// which starts no sandbox) and returns the built image's reference; log
+// gets the steps and what they print.
+func (p *Provider) BuildImage(ctx context.Context, spec types.Spec, log io.Writer) (string, error) {
+	if spec.Build == nil {
+		return "", types.Errorf(types.InvalidArgument, "the spec has no build")
+	}
+	b := p.builder()
+	b.Output = log
+	img, err := b.Build(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	return img.Ref, nil
 }
 
 // specImage returns the reference a Spec's sandboxes run: its Image, or

@@ -54,7 +54,7 @@ func buildProvider(t *testing.T) (*sandbox.Provider, *syncbuf.Buffer) {
 // image at Create) commits the same layer: the image's files, none of the
 // mount points.
 func TestBuildDockerfilePooled(t *testing.T) {
-	pooledTests.Store(t, true)
+	pooledTests.Store(t, []sandbox.Spec(nil))
 	defer pooledTests.Delete(t)
 	TestBuildDockerfile(t)
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -21,7 +22,8 @@ const crashHelperEnv = "BERTH_LOCAL_TEST_CRASH_HELPER"
 // sandbox ends at its TTL and its pool's sandboxes at once, with nobody
 // running anything; and what they leave (mounts, cgroups, runtime state,
 // directories) is removed by the next process that opens the provider on
-// the same state directory, in New, with no Reap.
+// the same state directory, in New, with no Reap. Each has a disk limit:
+// its disk's mount goes too, and no loop device stays attached.
 //
 // Checked against main at 6f9918d: the processes ended on time, but New
 // removed nothing (every mount, cgroup and runtime state was still there
@@ -47,8 +49,8 @@ func TestCrashLeftoversCleanedOnOpen(t *testing.T) {
 		t.Fatalf("the sandbox ended after %v, before its TTL", time.Since(created))
 	}
 	for _, id := range ids {
-		if dir := filepath.Join(stateDir, "sandboxes", id); len(mountsUnder(dir)) == 0 {
-			t.Fatalf("%s left no mount: the test proves nothing", id)
+		if dir := filepath.Join(stateDir, "sandboxes", id); len(mountsUnder(dir)) == 0 || len(container.LoopDevicesOf(dir)) == 0 {
+			t.Fatalf("%s left no mount or no disk: the test proves nothing", id)
 		}
 	}
 	p, err := local.New(options())

@@ -47,6 +47,10 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if err != nil {
 		return nil, err
 	}
+	disk, err := diskBytes(spec.Resources)
+	if err != nil {
+		return nil, err
+	}
 	img, err := p.ensureImage(ctx, spec.Image)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if spec.Network.Mode == types.NetworkPublic {
 		network = container.NetworkPublic
 	}
-	if h := p.fromPool(ctx, poolRequest{spec, img, who, workDir, network, lim}); h != nil {
+	if h := p.fromPool(ctx, poolRequest{spec, img, who, workDir, poolKey{network, disk}, lim}); h != nil {
 		return h, nil
 	}
 
@@ -89,7 +93,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		Token: newToken(), Socket: p.socketPath(dir),
 		WorkDir: workDir, Network: string(spec.Network.Mode),
 	}
-	ct, err := p.start(ctx, m, run, img, who, lim, network, spec.Env)
+	ct, err := p.start(ctx, m, run, img, who, lim, poolKey{network, disk}, spec.Env)
 	if err != nil {
 		// start removed the container; the directory is ours alone.
 		os.RemoveAll(dir)
@@ -135,9 +139,9 @@ func (p *Provider) newDir() (id, dir string, lock *dirLock, err error) {
 }
 
 // start runs the container with the agent as its init.
-func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, network container.Network, env map[string]string) (*container.Container, error) {
+func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, k poolKey, env map[string]string) (*container.Container, error) {
 	if p.rt.IsGVisor() {
-		ct, err := p.startGVisor(ctx, m, run, img, who, lim, network, env)
+		ct, err := p.startGVisor(ctx, m, run, img, who, lim, k, env)
 		if err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", m.ID, err)
 		}
@@ -170,7 +174,8 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,
-		Network:    network,
+		Network:    k.network,
+		DiskBytes:  k.disk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", m.ID, err)
@@ -265,6 +270,19 @@ func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 		return l, types.Errorf(types.NotSupported, "the local provider has no GPUs")
 	}
 	return l, nil
+}
+
+// diskBytes is Spec's StorageMB as the container's disk limit
+// (container.Config.DiskBytes); none where the host cannot make one (see
+// diskSupport).
+func diskBytes(r types.Resources) (int64, error) {
+	if r.StorageMB <= 0 || diskSupport() != nil {
+		return 0, nil
+	}
+	if int64(r.StorageMB)<<20 < container.MinDiskBytes {
+		return 0, types.Errorf(types.InvalidArgument, "storage %d MB is below the %d MB minimum (ext4's own metadata)", r.StorageMB, container.MinDiskBytes>>20)
+	}
+	return int64(r.StorageMB) << 20, nil
 }
 
 // minMemoryMB leaves the agent (a Go program of ~10 MB resident) room.

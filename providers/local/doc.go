@@ -23,7 +23,8 @@
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
 //	    agent.sock                   the agent's listening socket
-//	    container/                   the container (upper layer, rootfs mount, logs)
+//	    container/                   the container (upper layer, rootfs mount, logs;
+//	                                 disk.img and its mount disk/ with a StorageMB)
 //
 // meta.json is written last, when the agent has answered, so a sandbox
 // directory without one is either being created or kept ready by a pool
@@ -46,8 +47,9 @@
 // state directory finds it and removes what such a process leaves:
 // ended and half-made sandboxes, its pool's members (their agents exit
 // when the pipe they wait on closes), their mounts, cgroups and runtime
-// state, and runtime state no sandbox directory names (owners.go). Nobody
-// has to run reap after a crash. The host side of every overlay is
+// state, and runtime state no sandbox directory names (owners.go); a
+// disk's mount goes with the rest, and its loop device with the mount.
+// Nobody has to run reap after a crash. The host side of every overlay is
 // mounted nosuid and nodev.
 //
 // # Resources
@@ -56,8 +58,15 @@
 // and a pids limit (Options.Pids, default 1024). The agent's threads count
 // against the pids limit (about 30): it starts them before it serves, so
 // that commands holding every other pid leave it able to answer (see
-// agentinit's threads.go). StorageMB is not enforced: the upper layer
-// lives on the state directory's file system. GPUs are not supported.
+// agentinit's threads.go). StorageMB is a disk of that size
+// (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer
+// lives on an ext4 file system in a sparse file of its own directory,
+// loop-mounted nosuid and nodev, so a write past it gets ENOSPC and the
+// host's disk holds at most StorageMB for it (plus its small files). It
+// needs loop devices and mkfs.ext4 (e2fsprogs), refused as NotSupported
+// without them; it costs a cold create ~50 ms and a pooled one nothing
+// (see Pool; BENCHMARKS.md). It holds under runsc too (the writes reach
+// the same upper through the gofer). GPUs are not supported.
 // Network none is a fresh network namespace with loopback only; public
 // adds slirp4netns, which connects from the host on the sandbox's behalf.
 // So that the sandbox cannot reach the host, an nftables filter in the
@@ -87,8 +96,10 @@
 // # Pool
 //
 // Options.Pool keeps sandboxes started ahead of Create, for each network
-// mode a Create asked for. They have no image: any image's Create takes
-// one. Off in the zero Options: each ready sandbox is an idle agent
+// mode and disk size (StorageMB) a Create asked for, up to 8 such keys.
+// They have no image: any image's Create takes one; the disk is made when
+// the ready sandbox starts, so the Create that takes it pays nothing for
+// it, and the first Create of a new size is cold. Off in the zero Options: each ready sandbox is an idle agent
 // (~5 MiB charged to its cgroup), and a one-shot process would start
 // sandboxes it never uses. The registry's local entry turns it on (2 per
 // network mode, BERTH_POOL_SIZE) for every launcher but berth's one-shot
@@ -124,7 +135,8 @@
 //
 // # gVisor
 //
-// With Options.Runtime "runsc" ($BERTH_RUNTIME=runsc; Debian package
+// With Options.Runtime "runsc" (berth --runtime runsc, or
+// $BERTH_RUNTIME=runsc; Debian package
 // runsc) sandboxes run under gVisor: their system calls go to a kernel in
 // user space, so a bug in the host's kernel is no way out. runsc passes no
 // fds into a container, so the agent gets a directory of the sandbox's own

@@ -47,7 +47,7 @@ func (p *Provider) socketPath(dir string) string {
 
 // startGVisor runs the container with the agent as its init, its config
 // and socket in the run directory.
-func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, network container.Network, env map[string]string) (*container.Container, error) {
+func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, k poolKey, env map[string]string) (*container.Container, error) {
 	dir := filepath.Join(p.dir(m.ID), runDir)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
@@ -68,7 +68,8 @@ func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img ima
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,
-		Network:    network,
+		Network:    k.network,
+		DiskBytes:  k.disk,
 	})
 }
 

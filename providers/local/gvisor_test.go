@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,13 @@ func TestGVisor(t *testing.T) {
 	res := attempt(t, sb, "/tmp/attacker", "deadline", "/.berth/run/agent.sock")
 	if got := allowed(res.Stdout); len(got) > 0 || !strings.Contains(string(res.Stdout), "deadline: refused") {
 		t.Errorf("a sandbox process moved the agent's deadline under runsc: %s %s", res.Stdout, res.Stderr)
+	}
+	// The disk limit holds under runsc too: its writes reach the host's
+	// overlay through the gofer, and so the disk under it.
+	disk := create(t, p, sandbox.Spec{Resources: sandbox.Resources{StorageMB: attackDiskMB}})
+	res = attempt(t, disk, "sh", "-c", fmt.Sprintf("dd if=/dev/zero of=/fill bs=1M count=%d", 2*attackDiskMB))
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Errorf("%d MB written under a %d MB limit under runsc: exit %d %s", 2*attackDiskMB, attackDiskMB, res.ExitCode, res.Stderr)
 	}
 	_, err = p.Create(testCtx(t), sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
 	if sandbox.ClassOf(err) != sandbox.NotSupported {

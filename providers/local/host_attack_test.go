@@ -196,3 +196,31 @@ func sandboxToken(t *testing.T, id string) string {
 	}
 	return m.Token
 }
+
+// attackDiskMB is the disk limit of TestAttackFillDisk.
+const attackDiskMB = 32
+
+// A sandbox with a disk limit that writes past it gets ENOSPC, and the
+// host's disk holds at most the limit for it: its disk image is a sparse
+// file of exactly that size. Before, StorageMB was not enforced: the write
+// filled the state directory's file system (main at 87dd401).
+func TestAttackFillDisk(t *testing.T) {
+	p := openProvider(t)
+	sb := create(t, p, sandbox.Spec{Resources: sandbox.Resources{StorageMB: attackDiskMB}})
+	res := attempt(t, sb, "sh", "-c", fmt.Sprintf("dd if=/dev/zero of=/fill bs=1M count=%d", 4*attackDiskMB))
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Fatalf("%d MB written under a %d MB limit: exit %d %s", 4*attackDiskMB, attackDiskMB, res.ExitCode, res.Stderr)
+	}
+	img := filepath.Join(stateDir, "sandboxes", sb.ID(), "container", "disk.img")
+	var st unix.Stat_t
+	if err := unix.Stat(img, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != attackDiskMB<<20 || st.Blocks*512 > attackDiskMB<<20 {
+		t.Errorf("disk image: size %d, %d bytes on the host; want %d and at most that", st.Size, st.Blocks*512, attackDiskMB<<20)
+	}
+	if err := p.Delete(testCtx(t), sb.ID()); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeftovers(t, sb.ID())
+}

@@ -82,9 +82,10 @@ func TestAttacksPooled(t *testing.T) {
 		{"InitEnv", TestAttackInitEnv},
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 		{"HostSideSetID", TestAttackHostSideSetID},
+		{"FillDisk", TestAttackFillDisk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pooledTests.Store(t, true)
+			pooledTests.Store(t, poolWarmSpecs[tc.name])
 			defer pooledTests.Delete(t)
 			tc.f(t)
 		})

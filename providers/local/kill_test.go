@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -195,6 +196,13 @@ func assertNoLeftovers(t *testing.T, id string) {
 	}
 	if pids := procsIn(id); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
+	}
+	// A disk's loop device clears itself a moment after its unmount.
+	for try := 0; len(container.LoopDevicesOf(dir)) > 0 && try < 100; try++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := container.LoopDevicesOf(dir); len(left) > 0 {
+		t.Errorf("loop devices left attached: %v", left)
 	}
 }
 

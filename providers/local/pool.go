@@ -23,11 +23,22 @@ import (
 // Pool keeps sandboxes started ahead of Create (see "Pool" in the package
 // doc). The zero value is no pool.
 type Pool struct {
-	// Size is how many sandboxes are kept ready for each network mode a
-	// Create asked for; 0 is no pool. They have no image yet: any image's
-	// Create takes them.
+	// Size is how many sandboxes are kept ready for each network mode and
+	// disk limit a Create asked for; 0 is no pool. They have no image yet:
+	// any image's Create takes them.
 	Size int
 }
+
+// poolKey is what a ready sandbox is fixed to when it starts: its network
+// namespace, and the disk its upper directory lives on.
+type poolKey struct {
+	network container.Network
+	disk    int64 // container.Config.DiskBytes; 0 is none
+}
+
+// maxPoolKeys bounds the buckets: a Create whose key would make one more
+// (many distinct storage sizes) is created cold.
+const maxPoolKeys = 8
 
 // maxPoolSize bounds Pool.Size: each ready sandbox is an idle agent
 // (~5 MiB charged).
@@ -73,8 +84,8 @@ type pool struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	keys    map[container.Network]*bucket // the network modes Creates asked for
-	trash   []*member                     // removed by the filler or Close
+	keys    map[poolKey]*bucket // what Creates asked for
+	trash   []*member           // removed by the filler or Close
 
 	handed atomic.Int64 // sandboxes Create took from the pool
 }
@@ -87,22 +98,25 @@ func newPool(p *Provider, conf Pool) *pool {
 	return &pool{
 		p: p, conf: conf, ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		keys: map[container.Network]*bucket{},
+		keys: map[poolKey]*bucket{},
 	}
 }
 
-// take records a Create's demand for network and returns a ready member
-// for it, or nil. The filler is woken to replace what was taken.
-func (q *pool) take(network container.Network) *member {
+// take records a Create's demand for k and returns a ready member for
+// it, or nil. The filler is woken to replace what was taken.
+func (q *pool) take(k poolKey) *member {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil
 	}
-	b := q.keys[network]
+	b := q.keys[k]
 	if b == nil {
+		if len(q.keys) >= maxPoolKeys {
+			return nil
+		}
 		b = &bucket{}
-		q.keys[network] = b
+		q.keys[k] = b
 	}
 	b.failed = false
 	if !q.started {
@@ -125,14 +139,14 @@ func (q *pool) kick() {
 	}
 }
 
-// fill keeps every network's bucket at conf.Size until Close.
+// fill keeps every key's bucket at conf.Size until Close.
 func (q *pool) fill() {
 	defer close(q.done)
 	for {
 		q.mu.Lock()
 		trash := q.trash
 		q.trash = nil
-		network, b := q.short()
+		k, b := q.short()
 		q.mu.Unlock()
 		for _, mb := range trash {
 			q.p.removeMember(mb)
@@ -145,7 +159,7 @@ func (q *pool) fill() {
 				return
 			}
 		}
-		mb, err := q.p.newMember(q.ctx, network)
+		mb, err := q.p.newMember(q.ctx, k)
 		q.mu.Lock()
 		switch {
 		case err != nil:
@@ -160,22 +174,29 @@ func (q *pool) fill() {
 			if q.ctx.Err() != nil {
 				return
 			}
-			q.p.log.Warn("local: starting a pooled sandbox failed; the pool waits for the next create", "network", network, "error", err)
+			q.p.log.Warn("local: starting a pooled sandbox failed; the pool waits for the next create", "network", k.network, "disk_bytes", k.disk, "error", err)
 		}
 	}
 }
 
-// short returns a network whose bucket lacks ready members: none first.
-func (q *pool) short() (container.Network, *bucket) {
-	for _, n := range []container.Network{container.NetworkNone, container.NetworkPublic} {
-		if b := q.keys[n]; b != nil && !b.failed && len(b.ready) < q.conf.Size {
-			return n, b
+// short returns a key whose bucket lacks ready members: the emptiest
+// first, then network none, then the smaller disk.
+func (q *pool) short() (poolKey, *bucket) {
+	var best poolKey
+	var bb *bucket
+	for k, b := range q.keys {
+		if b.failed || len(b.ready) >= q.conf.Size {
+			continue
+		}
+		if bb == nil || len(b.ready) < len(bb.ready) || len(b.ready) == len(bb.ready) &&
+			(k.network < best.network || k.network == best.network && k.disk < best.disk) {
+			best, bb = k, b
 		}
 	}
-	return "", nil
+	return best, bb
 }
 
-// full reports whether every network asked for has conf.Size ready
+// full reports whether every key asked for has conf.Size ready
 // members (tests and benchmarks wait for it).
 func (q *pool) full() bool {
 	q.mu.Lock()
@@ -213,10 +234,11 @@ func (q *pool) close() error {
 	return errors.Join(errs...)
 }
 
-// newMember starts a sandbox with no image and no Spec yet, for network:
-// a blank root, no limits but the pids limit, root's agent waiting for its
-// config. Its directory stays locked until it is taken.
-func (p *Provider) newMember(ctx context.Context, network container.Network) (*member, error) {
+// newMember starts a sandbox with no image and no Spec yet, for k: a
+// blank root, its disk if k has one, no limits but the pids limit, root's
+// agent waiting for its config. Its directory stays locked until it is
+// taken.
+func (p *Provider) newMember(ctx context.Context, k poolKey) (*member, error) {
 	run, err := p.agent(ctx)
 	if err != nil {
 		return nil, err
@@ -226,7 +248,7 @@ func (p *Provider) newMember(ctx context.Context, network container.Network) (*m
 		return nil, err
 	}
 	mb := &member{id: id, lock: lock}
-	if err := p.startMember(ctx, mb, run, network); err != nil {
+	if err := p.startMember(ctx, mb, run, k); err != nil {
 		if mb.cfg != nil {
 			mb.cfg.Close()
 		}
@@ -271,7 +293,7 @@ func waitConfigRead(ctx context.Context, pid int) {
 // agentReadyTimeout bounds waitConfigRead; an agent starts in ~10 ms.
 const agentReadyTimeout = 2 * time.Second
 
-func (p *Provider) startMember(ctx context.Context, mb *member, run launch, network container.Network) error {
+func (p *Provider) startMember(ctx context.Context, mb *member, run launch, k poolKey) error {
 	ln, err := container.ListenUnix(filepath.Join(p.dir(mb.id), socketFile))
 	if err != nil {
 		return err
@@ -292,7 +314,8 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, netw
 		Mounts:     run.mounts,
 		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
 		Limits:     container.Limits{Pids: p.opts.Pids},
-		Network:    network,
+		Network:    k.network,
+		DiskBytes:  k.disk,
 	}
 	blank, err := container.MakeBlankRoot(filepath.Join(filepath.Dir(p.sandboxes), blankDir), &c)
 	if err != nil {
@@ -325,7 +348,7 @@ type poolRequest struct {
 	img     image.Image
 	who     identity
 	workDir string
-	network container.Network
+	key     poolKey
 	lim     container.Limits
 }
 
@@ -349,7 +372,7 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	if err != nil {
 		return nil // Create's own path reports it
 	}
-	mb := p.pool.take(r.network)
+	mb := p.pool.take(r.key)
 	if mb == nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -17,6 +18,13 @@ import (
 // refill takes (~40 ms here).
 // Run: go test ./providers/local -run '^$' -bench CreateToFirstExecPool -benchtime 100x
 func BenchmarkCreateToFirstExecPool(b *testing.B) {
+	coldAndPooled(b, map[string]sandbox.Spec{"": benchSpec})
+}
+
+// coldAndPooled times createFirstExec of each Spec (by metric prefix) on a
+// provider without a pool and on one with a ready sandbox of each,
+// alternating.
+func coldAndPooled(b *testing.B, specs map[string]sandbox.Spec) {
 	cold := sandbox.NewProvider("local", openPooled(b, local.Pool{}))
 	pd := openPooled(b, local.Pool{Size: 1})
 	pooled := sandbox.NewProvider("local", pd)
@@ -24,8 +32,11 @@ func BenchmarkCreateToFirstExecPool(b *testing.B) {
 	if err := cold.PrepareImage(ctx, benchSpec); err != nil {
 		b.Fatal(err)
 	}
-	warm(b, pd, benchSpec)
-	var dc, dp []time.Duration
+	names := slices.Sorted(maps.Keys(specs))
+	for _, n := range names {
+		warm(b, pd, specs[n])
+	}
+	dc, dp := map[string][]time.Duration{}, map[string][]time.Duration{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -33,15 +44,19 @@ func BenchmarkCreateToFirstExecPool(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		dc = append(dc, createFirstExec(b, cold))
-		dp = append(dp, createFirstExec(b, pooled))
+		for _, n := range names {
+			dc[n] = append(dc[n], createFirstExecSpec(b, cold, specs[n]))
+			dp[n] = append(dp[n], createFirstExecSpec(b, pooled, specs[n]))
+		}
 	}
 	b.StopTimer()
-	if n := local.PoolHanded(pd); n != b.N {
-		b.Fatalf("%d of %d pooled creates took a ready sandbox", n, b.N)
+	if n := local.PoolHanded(pd); n != len(specs)*b.N {
+		b.Fatalf("%d of %d pooled creates took a ready sandbox", n, len(specs)*b.N)
 	}
-	reportPercentiles(b, "cold-", dc)
-	reportPercentiles(b, "pooled-", dp)
+	for _, n := range names {
+		reportPercentiles(b, "cold-"+n, dc[n])
+		reportPercentiles(b, "pooled-"+n, dp[n])
+	}
 }
 
 // BenchmarkCreateToFirstExecPoolBackToBack creates with a pool as fast as
@@ -61,12 +76,27 @@ func BenchmarkCreateToFirstExecPoolBackToBack(b *testing.B) {
 	b.ReportMetric(float64(local.PoolHanded(pd))/float64(b.N), "pooled/op")
 }
 
+// BenchmarkCreateToFirstExecDisk is BenchmarkCreateToFirstExecPool with
+// and without a disk limit (StorageMB 4096, serve's default), the four
+// alternating: cold the disk is made in Create (a sparse file, mkfs.ext4,
+// a loop mount), pooled it was made when the ready sandbox started.
+// Run: go test ./providers/local -run '^$' -bench CreateToFirstExecDisk -benchtime 50x
+func BenchmarkCreateToFirstExecDisk(b *testing.B) {
+	disk := benchSpec
+	disk.Resources.StorageMB = 4096
+	coldAndPooled(b, map[string]sandbox.Spec{"": benchSpec, "disk-": disk})
+}
+
 // createFirstExec times one Create and its first exec; the Delete after it
 // is not timed.
 func createFirstExec(b *testing.B, p *sandbox.Provider) time.Duration {
+	return createFirstExecSpec(b, p, benchSpec)
+}
+
+func createFirstExecSpec(b *testing.B, p *sandbox.Provider, spec sandbox.Spec) time.Duration {
 	ctx := context.Background()
 	t0 := time.Now()
-	sb, err := p.Create(ctx, benchSpec)
+	sb, err := p.Create(ctx, spec)
 	if err != nil {
 		b.Fatal(err)
 	}

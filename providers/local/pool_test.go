@@ -297,22 +297,30 @@ func poolHelperMain() int {
 	ctx := context.Background()
 	p := sandbox.NewProvider("local", d)
 	var ids []string
-	if os.Getenv(crashHelperEnv) != "" {
-		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage, TTL: helperTTL})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	spec := sandbox.Spec{Image: local.DefaultImage}
+	crash := os.Getenv(crashHelperEnv) != ""
+	if crash {
+		// With a disk: its mount and the ready ones' are left too.
+		spec.Resources.StorageMB = attackDiskMB
+	}
+	sb, err := p.Create(ctx, spec) // the pool fills from the first ask
+	if err == nil {
+		err = sb.Delete(ctx)
+	}
+	if err == nil && crash {
+		// The TTL's sandbox last, so that its TTL starts as the test
+		// reads the IDs.
+		if _, err = local.PoolReady(ctx, d); err == nil {
+			spec.TTL = helperTTL
+			sb, err = p.Create(ctx, spec)
 		}
-		ids = append(ids, sb.ID())
-	} else {
-		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage}) // the pool fills from the first ask
 		if err == nil {
-			err = sb.Delete(ctx)
+			ids = append(ids, sb.ID())
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	ready, err := local.PoolReady(ctx, d)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 var (
 	_ driver.Provider      = (*Provider)(nil)
 	_ driver.ImagePreparer = (*Provider)(nil)
+	_ driver.ImageBuilder  = (*Provider)(nil)
 	_ driver.Reaper        = (*Provider)(nil)
 )
 
@@ -69,8 +70,19 @@ func ProviderCapabilities() types.Capabilities {
 		ResourceMode: types.ResourcesLimits,
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
 		BuildImage:   true,
+		// StorageMB is a disk of that size (container.Config.DiskBytes)
+		// where the host can make one.
+		Storage: diskSupport() == nil,
 	})
 }
+
+// diskSupport probes once whether this host makes disk limits. Without
+// mkfs.ext4 or loop devices (a container without /dev/loop-control, say)
+// the provider still runs, with Capabilities.Storage false and StorageMB
+// not enforced, as on providers that have no disk knob: refusing every
+// Harbor task (they all carry a storage_mb) would make local unusable
+// there. New says so once, as a warning.
+var diskSupport = sync.OnceValue(container.DiskSupported)
 
 // New opens the provider. It needs root and the OCI runtime, and makes this
 // process a child subreaper (container.SetSubreaper), so that the inits of
@@ -99,6 +111,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := diskSupport(); err != nil {
+		o.Logger.Warn("local: disk limits are off (StorageMB is not enforced)", "reason", err)
 	}
 	if isGVisor(o.Runtime) && o.Pool.Size > 0 {
 		o.Logger.Info("local: no pool under runsc (a pooled sandbox switches its root from the host, which gVisor's own file system does not see); every create is cold")
@@ -313,8 +328,8 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 // its creator died inside container.Create, after the overlay mount and
 // before the state was saved. If the runtime had started the container, its
 // own state names the init and the cgroups, and `runtime delete --force`
-// removes them; then only the mount is left. The name "rootfs" is
-// container's layout.
+// removes them; then only the mounts are left (the overlay, and the disk
+// of a disk limit, whose loop device goes with its unmount).
 func (p *Provider) removeHalfMade(ctx context.Context, id, ctDir string) error {
 	if _, err := os.Lstat(filepath.Join(p.rt.Root, id)); err == nil {
 		out, err := exec.CommandContext(ctx, p.opts.Runtime, "--root", p.rt.Root, "delete", "--force", id).CombinedOutput()
@@ -325,11 +340,7 @@ func (p *Provider) removeHalfMade(ctx context.Context, id, ctDir string) error {
 	if _, err := os.Lstat(ctDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	rootfs := filepath.Join(ctDir, "rootfs")
-	if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", rootfs, err)
-	}
-	return os.RemoveAll(ctDir)
+	return container.RemoveDir(ctDir)
 }
 
 // Reap removes every sandbox that has ended (expired, or its agent died)

@@ -19,15 +19,26 @@ func openProvider(t *testing.T) *sandbox.Provider {
 }
 
 // pooledTests are the tests whose openProvider gives a provider with a
-// pool (see TestAttacksPooled).
-var pooledTests sync.Map // *testing.T -> bool
+// pool (see TestAttacksPooled), with the Specs besides the default ones
+// whose keys the pool is to fill.
+var pooledTests sync.Map // *testing.T -> []sandbox.Spec
+
+// poolWarmSpecs are the extra Specs of pooled tests, by name.
+var poolWarmSpecs = map[string][]sandbox.Spec{
+	"FillDisk": {{Image: local.DefaultImage, Resources: sandbox.Resources{StorageMB: attackDiskMB}}},
+}
 
 // openWarmPool opens a provider whose pool has two ready sandboxes per
-// network mode, and fails the test at its end unless one was used.
+// network mode (and per extra Spec), and fails the test at its end unless
+// one was used.
 func openWarmPool(t *testing.T) *sandbox.Provider {
 	t.Helper()
 	d := openPooled(t, local.Pool{Size: 2})
 	warm(t, d, sandbox.Spec{Image: local.DefaultImage})
+	extra, _ := pooledTests.Load(t)
+	for _, spec := range extra.([]sandbox.Spec) {
+		warm(t, d, spec)
+	}
 	if _, err := exec.LookPath("slirp4netns"); err == nil {
 		warm(t, d, sandbox.Spec{Image: local.DefaultImage, Network: sandbox.Network{Mode: sandbox.NetworkPublic}})
 	}
@@ -49,5 +60,6 @@ func TestSuite(t *testing.T) {
 		// The agent exits at the deadline; the next Connect sees its
 		// socket refuse at once.
 		ExpiryGrace: 3 * time.Second,
+		StorageMB:   32,
 	})
 }

@@ -3,7 +3,9 @@
 // agent's reply format, so that rollouts can be shown and tested without a
 // GPU. Golden answers each task with its own solution; Wrong answers with
 // commands that solve nothing; Overrun answers with more text than any
-// context holds. Nothing in a real rollout depends on it.
+// context holds. GymGolden and GymWrong do the same in mini-swe-agent's
+// format (one bash block a turn), for rollouts through NeMo Gym. Nothing in
+// a real rollout depends on it.
 //
 // Who imports it: `berth rollout --engine test:golden` and tests.
 package policy
@@ -108,18 +110,23 @@ func Solutions(tasks []*task.Task, read func(string) ([]byte, error)) (map[strin
 }
 
 func find(tasks []*task.Task, ms []message) *task.Task {
-	for _, m := range ms {
-		if m.Role != "user" {
-			continue
+	first := firstUser(ms)
+	for _, t := range tasks {
+		if in := strings.TrimSpace(t.Instruction); in != "" && strings.Contains(first, in) {
+			return t
 		}
-		for _, t := range tasks {
-			if in := strings.TrimSpace(t.Instruction); in != "" && strings.Contains(m.Content, in) {
-				return t
-			}
-		}
-		return nil // only the first user message names the task
 	}
 	return nil
+}
+
+// firstUser is the first user message, which names the task.
+func firstUser(ms []message) string {
+	for _, m := range ms {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	return ""
 }
 
 // Wrong answers with a command that solves nothing, then completes.

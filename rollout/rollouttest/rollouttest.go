@@ -22,6 +22,7 @@ import (
 	"github.com/berth-sh/berth/internal/qwen3test"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/rollout/policy"
+	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
@@ -49,6 +50,13 @@ type PolicyEngine struct {
 
 func NewPolicyEngine(t testing.TB, script testengine.Script) *PolicyEngine {
 	t.Helper()
+	return NewKeyedPolicyEngine(t, script, "")
+}
+
+// NewKeyedPolicyEngine is NewPolicyEngine with a session server that
+// requires key (none when ""); Client carries it.
+func NewKeyedPolicyEngine(t testing.TB, script testengine.Script, key string) *PolicyEngine {
+	t.Helper()
 	c := Qwen3(t)
 	pe := &PolicyEngine{t: t, codec: c, replies: map[string]map[string]string{}}
 	recording := func(call testengine.Call) testengine.Reply {
@@ -73,13 +81,19 @@ func NewPolicyEngine(t testing.TB, script testengine.Script) *PolicyEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := session.New(session.Options{Engine: eng, Codec: c})
+	o := session.Options{Engine: eng, Codec: c}
+	if key != "" {
+		if o.Keys, err = apikeys.New(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := session.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); srv.Close() })
-	pe.eng, pe.srv, pe.url, pe.Client = te, srv, ts.URL, &session.Client{BaseURL: ts.URL}
+	pe.eng, pe.srv, pe.url, pe.Client = te, srv, ts.URL, &session.Client{BaseURL: ts.URL, APIKey: key}
 	return pe
 }
 
@@ -239,6 +253,37 @@ func ReadSamples(t testing.TB, dir string) []Sample {
 // produced, and the tokens decode to the conversation the agent had.
 func (pe *PolicyEngine) CheckSample(t testing.TB, dir string, s Sample) {
 	t.Helper()
+	pe.CheckMask(t, dir, s)
+	// The tokens decode to the conversation in agent/trajectory.json,
+	// rendered with the model's template.
+	var traj results.Trajectory // as berth view reads it
+	ReadJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
+	var msgs []Message
+	for _, st := range traj.Steps {
+		switch st.Source {
+		case "system", "user":
+			msgs = append(msgs, Message{st.Source, st.Message()})
+		case "agent":
+			msgs = append(msgs, Message{"assistant", st.Message()})
+			if obs := st.Observations(); len(obs) > 0 {
+				msgs = append(msgs, Message{"user", obs[0].Content})
+			}
+		}
+	}
+	pe.CheckRendering(t, dir, s, msgs)
+}
+
+// Message is a chat message of a transcript.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// CheckMask checks that a sample's loss mask is 1 exactly on the tokens
+// the model produced (its recorded replies, each after its prompt), and
+// that observation tokens have no logprob.
+func (pe *PolicyEngine) CheckMask(t testing.TB, dir string, s Sample) {
+	t.Helper()
 	n := len(s.Tokens)
 	if len(s.LossMask) != len(s.LogProbs) || len(s.LossMask) > n || len(s.TokenTexts) != n {
 		t.Fatalf("%s: %d tokens, %d mask, %d logprobs, %d texts", dir, n, len(s.LossMask), len(s.LogProbs), len(s.TokenTexts))
@@ -280,29 +325,20 @@ func (pe *PolicyEngine) CheckSample(t testing.TB, dir string, s Sample) {
 			t.Fatalf("%s: observation token %d has logprob %v", dir, i, s.LogProbs[i-start])
 		}
 	}
-	// The tokens decode to the conversation in agent/trajectory.json,
-	// rendered with the model's template.
-	var traj results.Trajectory // as berth view reads it
-	ReadJSON(t, filepath.Join(dir, "agent", "trajectory.json"), &traj)
+}
+
+// CheckRendering checks that a sample's tokens decode to the transcript
+// msgs rendered with the model's template.
+func (pe *PolicyEngine) CheckRendering(t testing.TB, dir string, s Sample, transcript []Message) {
+	t.Helper()
 	var msgs []tito.Message
-	add := func(role, content string) {
-		raw, _ := json.Marshal(map[string]string{"role": role, "content": content})
-		m, err := tito.ParseMessage(raw)
+	for _, m := range transcript {
+		raw, _ := json.Marshal(m)
+		tm, err := tito.ParseMessage(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, m)
-	}
-	for _, st := range traj.Steps {
-		switch st.Source {
-		case "system", "user":
-			add(st.Source, st.Message())
-		case "agent":
-			add("assistant", st.Message())
-			if obs := st.Observations(); len(obs) > 0 {
-				add("user", obs[0].Content)
-			}
-		}
+		msgs = append(msgs, tm)
 	}
 	kw, _ := pe.codec.MergeKwargs(nil)
 	want, err := pe.codec.Render(msgs, nil, false, kw)

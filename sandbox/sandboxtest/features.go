@@ -1,6 +1,8 @@
 package sandboxtest
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/berth-sh/berth/sandbox"
@@ -68,5 +70,29 @@ func testSnapshot(t *testing.T, h Harness) {
 	}
 	if _, err := restored.Stat(ctx, dir+"/later"); sandbox.ClassOf(err) != sandbox.NotFound {
 		t.Errorf("a file written after the snapshot: %v, want NotFound", err)
+	}
+}
+
+// testStorage: with Capabilities.Storage a sandbox made with
+// Harness.StorageMB that writes past it gets ENOSPC, and carries on once
+// it frees the space; the disk is its own, not the host's to fill.
+func testStorage(t *testing.T, h Harness) {
+	p := open(t, h)
+	if !p.Capabilities().Storage {
+		t.Skip("the provider enforces no disk limit (Capabilities.Storage)")
+	}
+	if h.StorageMB == 0 {
+		t.Skip("the harness sets no StorageMB: its backend records the size without a disk to fill")
+	}
+	sb := create(t, h, p, func(s *sandbox.Spec) { s.Resources.StorageMB = h.StorageMB })
+	ctx := testContext(t)
+	dir := workDir(t, ctx, sb)
+	res := run(t, ctx, sb, sandbox.Command{Args: sh(fmt.Sprintf("dd if=/dev/zero of=%s/fill bs=1M count=%d", dir, h.StorageMB+16))})
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Fatalf("%d MB written under a %d MB limit: exit %d, %s", h.StorageMB+16, h.StorageMB, res.ExitCode, res.Stderr)
+	}
+	res = run(t, ctx, sb, sandbox.Command{Args: sh(fmt.Sprintf("rm %s/fill && echo after > %s/small && cat %s/small", dir, dir, dir))})
+	if res.ExitCode != 0 || string(res.Stdout) != "after\n" {
+		t.Fatalf("a write after freeing the space: exit %d, %q %s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }

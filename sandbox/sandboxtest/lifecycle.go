@@ -21,6 +21,7 @@ var lifecycleCases = []testCase{
 	{name: "optional-features", run: testOptionalFeatures},
 	{name: "fork", run: testFork},
 	{name: "snapshot-restore", run: testSnapshot},
+	{name: "storage-limit", run: testStorage},
 	{name: "invalid-spec", run: testInvalidSpec},
 	{name: "unsupported-network", run: testUnsupportedNetwork},
 }

@@ -29,6 +29,11 @@ type Harness struct {
 	// ExpiryGrace is how long after its deadline an expired sandbox may
 	// still be seen; zero means 10s.
 	ExpiryGrace time.Duration
+	// StorageMB is the disk limit the storage case gives its sandbox
+	// (with Capabilities.Storage), which then writes 16 MB past it: small,
+	// so that the case stays quick. Zero skips the case, for a test
+	// backend that records the size with no disk behind it.
+	StorageMB int
 }
 
 // Timeouts that bound each case so that a hung provider fails rather than
