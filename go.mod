@@ -42,6 +42,8 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/crypto v0.57.0
+	sigs.k8s.io/agent-sandbox v0.5.0 // the k8s provider's agent-sandbox mode: v1beta1 SandboxClaim, SandboxTemplate, SandboxWarmPool types and generated clients only (sum.golang.org does not list v0.5.0: go.sum holds the hash the proxy served)
+	sigs.k8s.io/yaml v1.6.0 // internal/k8stest reads agent-sandbox's CRD files
 )
 
 require (
@@ -120,8 +122,8 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
+	sigs.k8s.io/controller-runtime v0.23.3 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

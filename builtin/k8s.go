@@ -39,6 +39,7 @@ func k8s() registry.Entry {
 			k8sprovider.EnvContext, k8sprovider.EnvNamespace, k8sprovider.EnvMode,
 			k8sprovider.EnvAgentImage, k8sprovider.EnvImageMap, k8sprovider.EnvRuntime,
 			k8sprovider.EnvQPS, k8sprovider.EnvBurst, k8sprovider.EnvMaxLife,
+			k8sprovider.EnvWarmPool, k8sprovider.EnvClaimLabelDomains,
 		},
 		Target:     &registry.Target{Var: k8sprovider.EnvNamespace, Label: "namespace", Default: "the kubeconfig context's, else default"},
 		Library:    "k8s.io/client-go",
@@ -110,6 +111,16 @@ func openK8s(ctx context.Context, cfg registry.Config) (driver.Provider, error) 
 			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive duration such as 24h", k8sprovider.EnvMaxLife, v)
 		}
 		o.MaxLifetime = d
+	}
+	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvWarmPool)); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a whole number of warm pods, 0 for none", k8sprovider.EnvWarmPool, v)
+		}
+		o.WarmPool = int32(n)
+	}
+	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvClaimLabelDomains)); v != "" {
+		o.ClaimLabelDomains = strings.Split(v, ",")
 	}
 	return k8sprovider.New(ctx, o)
 }

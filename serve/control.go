@@ -182,7 +182,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		labels[k] = v
 	}
 	labels[IDLabel] = id
-	if _, ok := labels[LauncherLabel]; !ok {
+	_, launcherSet := labels[LauncherLabel]
+	if !launcherSet {
 		labels[LauncherLabel] = LauncherValue
 	}
 	internet := req.AllowInternetAccess == nil || *req.AllowInternetAccess
@@ -192,6 +193,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		spec.Network.Mode = sandbox.NetworkPublic
 	} else {
 		internet = false
+	}
+	token := s.newToken(keyID, id)
+	privateTraffic := req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic
+	if s.opts.Stateless {
+		stateLabels(labels, keyID, token, tmpl, internet, spec.Resources, !launcherSet)
+		if privateTraffic {
+			labels[privateTrafficLabel] = "true"
+		}
 	}
 	if err := spec.Validate(); err != nil {
 		refuse(http.StatusBadRequest, "%v", err)
@@ -221,15 +230,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 		return
 	}
 	rec := &record{
-		id: id, keyID: keyID, token: newToken(), templateID: tmpl, image: image,
+		id: id, keyID: keyID, token: token, templateID: tmpl, image: image,
 		metadata: maps.Clone(req.Metadata), internet: internet, startedAt: start, sb: sb,
-		resources: spec.Resources,
+		resources: spec.Resources, shared: s.opts.Stateless,
 	}
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
 	}
-	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
-		rec.trafficToken = newToken()
+	if privateTraffic {
+		rec.trafficToken = s.newTrafficToken(keyID, id)
 	}
 	if err := s.attachPlane(r.Context(), rec); err != nil {
 		s.abandon(rec)

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/fakeprovider"
 	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -30,10 +31,6 @@ const (
 	otherKey = "test_key_bbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
-// bashScript stands in for bash in the fake's busybox root: the SDKs run
-// every command as /bin/bash -l -c.
-const bashScript = "#!/bin/sh\nexec /bin/sh \"$@\"\n"
-
 // bashProvider gives every fake sandbox a /bin/bash.
 type bashProvider struct{ driver.Provider }
 
@@ -42,7 +39,7 @@ func (p bashProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandb
 	if err != nil {
 		return nil, err
 	}
-	if err := sb.WriteFile(ctx, "/bin/bash", strings.NewReader(bashScript), 0o755); err != nil {
+	if err := sb.WriteFile(ctx, "/bin/bash", strings.NewReader(localtest.BashScript), 0o755); err != nil {
 		_ = sb.Delete(ctx)
 		return nil, err
 	}

@@ -25,3 +25,26 @@ func newToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// newToken returns the envd access token of the sandbox id of the key:
+// random, or, on a stateless server, derived from the key (so that every
+// replica answers connect with it).
+func (s *Server) newToken(keyID, id string) string {
+	return s.secretFor(keyID, tokenMessage(id))
+}
+
+// newTrafficToken is the traffic access token of a sandbox whose ports are
+// private (allowPublicTraffic false): derived as newToken's, so that any
+// replica of a stateless server can check it too.
+func (s *Server) newTrafficToken(keyID, id string) string {
+	return s.secretFor(keyID, trafficMessage(id))
+}
+
+func (s *Server) secretFor(keyID, msg string) string {
+	if s.opts.Stateless {
+		if tok, ok := s.opts.Keys.Derive(keyID, msg); ok {
+			return tok
+		}
+	}
+	return newToken()
+}

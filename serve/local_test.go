@@ -1,13 +1,9 @@
 package serve
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -111,63 +107,13 @@ func setupLocal() {
 		return
 	}
 	lb.rootfs = filepath.Join(lb.dir, "bash-rootfs.tar")
-	if lb.err = writeBashRootfs(lb.rootfs); lb.err != nil {
+	if lb.err = localtest.WriteBashRootfs(lb.rootfs); lb.err != nil {
 		return
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	lb.cgroup = "berth-serve-test-" + hex.EncodeToString(b)
 	lb.agent, lb.err = testbin.Berth()
-}
-
-// writeBashRootfs writes bashImage's rootfs tar to file: the seeded
-// busybox rootfs with /bin/bash added.
-func writeBashRootfs(file string) error {
-	var rootfs bytes.Buffer
-	if err := seed.BusyboxTar(&rootfs, ""); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(f)
-	tr := tar.NewReader(&rootfs)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			f.Close()
-			return err
-		}
-		if h.Name == "bin/bash" {
-			continue
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			f.Close()
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	err = tw.WriteHeader(&tar.Header{Name: "bin/bash", Mode: 0o755, Typeflag: tar.TypeReg, Size: int64(len(bashScript)), ModTime: seed.Epoch})
-	if err == nil {
-		_, err = io.WriteString(tw, bashScript)
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("bash image: %w", err)
-	}
-	return nil
 }
 
 // importBashImage imports the rootfs tar as bashImage into the image

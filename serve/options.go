@@ -77,6 +77,16 @@ type Options struct {
 	// KeepOnClose leaves the server's sandboxes running at Close (their
 	// provider-side TTL still ends them); by default Close deletes them.
 	KeepOnClose bool
+	// Stateless keeps the E2B API's state in the provider's sandboxes
+	// instead of this process (shared_store.go): ownership, the access
+	// token's hash and everything else a sandbox's record holds in its
+	// labels, the expiry as its TTL, the token derived from the owner's
+	// key. Replicas that share the key file then serve any sandbox, and a
+	// replica's death loses nothing. It needs a provider whose sandboxes
+	// every process sees (Capabilities.SharedState: Kubernetes) and implies
+	// KeepOnClose. The OpenSandbox API's sandboxes stay with the replica
+	// that made them.
+	Stateless bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -131,6 +141,12 @@ func (o *Options) fill() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Stateless {
+		if !o.Provider.Capabilities().SharedState {
+			return sandbox.Errorf(sandbox.InvalidArgument, "serve: stateless needs a provider whose sandboxes every process sees (such as k8s); %s keeps them in one process", o.Provider.Name())
+		}
+		o.KeepOnClose = true // the other replicas serve them on
 	}
 	return nil
 }

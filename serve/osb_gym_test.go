@@ -16,7 +16,7 @@ import (
 func anyImage(o *Options) { o.OpenSandbox.Images = []string{"*"} }
 
 // backendImages are the images the OpenSandbox tests name per backend.
-var backendImages = map[string]string{"fake": "host", "local": bashImage}
+var backendImages = map[string]string{"fake": "host", "local": bashImage, "fake-stateless": "host"}
 
 // TestOpenSandboxGymSequence replays the requests NeMo Gym's opensandbox
 // provider makes (nemo_gym/sandbox/providers/opensandbox/provider.py on

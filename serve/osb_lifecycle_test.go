@@ -86,9 +86,10 @@ func TestOpenSandboxDeleteWhilePending(t *testing.T) {
 	// key never holds more than its maximum): it can hold its maximum again.
 	eventually(t, "nothing left and the slot free", func() bool {
 		infos, err := e.p.List(context.Background(), nil)
-		e.s.st.mu.Lock()
-		n := e.s.st.perKey[apikeyID(t, e, testKey)].n
-		e.s.st.mu.Unlock()
+		st := e.s.st.(*store)
+		st.mu.Lock()
+		n := st.perKey[apikeyID(t, e, testKey)].n
+		st.mu.Unlock()
 		return err == nil && len(infos) == 0 && e.s.st.live() == 0 && n == 0
 	})
 }

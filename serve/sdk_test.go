@@ -81,14 +81,17 @@ func (e *testEnv) runScript(node, dir, script, name, mode string, env []string) 
 
 // backends are the providers the SDK tests run the server over: the
 // fake (chroot busybox sandboxes, given a /bin/bash by bashProvider; it
-// runs wherever busybox does) and the local provider, berth serve's
-// default (runc containers on bashImage; root and runc, else skipped).
+// runs wherever busybox does), the local provider, berth serve's
+// default (runc containers on bashImage; root and runc, else skipped), and
+// the fake behind a stateless server (every record in the sandboxes'
+// labels; two replicas are providers/k8s TestServeReplicas).
 var backends = []struct {
 	name   string
 	newEnv func(testing.TB, func(*Options)) *testEnv
 }{
 	{"fake", func(t testing.TB, mutate func(*Options)) *testEnv { return newEnv(t, mutate, nil) }},
 	{"local", newLocalEnv},
+	{"fake-stateless", newStatelessEnv},
 }
 
 // TestSDKScenario runs the Must-show scenario of issue 5 with each

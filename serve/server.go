@@ -21,7 +21,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	p       *sandbox.Provider
-	st      *store
+	st      sandboxStore
 	m       *metrics
 	control http.Handler
 	data    http.Handler
@@ -40,7 +40,12 @@ func New(opts Options) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, p: opts.Provider, st: newStore(), caps: opts.Provider.Capabilities()}
+	s := &Server{opts: opts, log: opts.Logger, p: opts.Provider, caps: opts.Provider.Capabilities()}
+	if opts.Stateless {
+		s.st = newSharedStore(s)
+	} else {
+		s.st = newStore()
+	}
 	s.m = newMetrics(func() float64 { return float64(s.st.live()) })
 	var err error
 	if s.tpl, err = newTemplates(s); err != nil {
@@ -160,6 +165,9 @@ func (s *Server) expire(rec *record, gen int) {
 	if stale {
 		return
 	}
+	if ss, ok := s.st.(*sharedStore); ok && ss.extended(rec) {
+		return // another replica moved its end
+	}
 	s.bg.Add(1)
 	defer s.bg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
@@ -198,5 +206,5 @@ func (s *Server) release(rec *record) {
 		_ = rec.ports.Close()
 	}
 	_ = rec.sb.Close()
-	s.st.release(rec.keyID, rec.resources)
+	s.st.released(rec)
 }

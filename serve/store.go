@@ -27,6 +27,12 @@ type record struct {
 	internet     bool
 	startedAt    time.Time
 	resources    sandbox.Resources // the sandbox's limits, held against its key's ceiling
+	// shared: the record's state lives in its sandbox's labels and TTL
+	// (a stateless server's E2B sandboxes), so another replica rebuilds it.
+	shared bool
+	// added: the record was added to its store (it then holds no
+	// reservation of its own in a sharedStore).
+	added bool
 
 	sb    *sandbox.Sandbox
 	plane http.Handler // the envd data plane
@@ -49,8 +55,39 @@ func (r *record) deadline() time.Time {
 	return r.endAt
 }
 
-// store indexes the live records and counts each key's sandboxes, live and
-// being created.
+// sandboxStore holds the records a server serves: in its memory (store), or
+// in its provider's objects (sharedStore, the stateless server's).
+type sandboxStore interface {
+	// reserve takes a slot and res for the key, or says which of its
+	// limits (at most maxN sandboxes, their resources under ceil) it would
+	// pass; release gives back a reservation no record took.
+	reserve(keyID string, res sandbox.Resources, maxN int, ceil sandbox.Resources) (over string)
+	release(keyID string, res sandbox.Resources)
+	// released is told that the server let a record go: taken, or never
+	// added.
+	released(r *record)
+	// soonestEnd is when the key's first sandbox ends, for Retry-After.
+	soonestEnd(keyID string) time.Time
+	// add makes r findable; false when the store is closed.
+	add(r *record) bool
+	// take removes and returns the record, or nil when it is not there: of
+	// concurrent takes exactly one gets it.
+	take(id string) *record
+	get(id string) *record
+	byTokenOf(token string) *record
+	// snapshot returns the live records by start time, then ID.
+	snapshot() []*record
+	// closeAll stops further adds and returns the IDs of the records this
+	// process holds.
+	closeAll() []string
+	// live counts the live sandboxes.
+	live() int
+}
+
+var _ sandboxStore = (*store)(nil)
+
+// store indexes the live records in memory and counts each key's
+// sandboxes, live and being created.
 type store struct {
 	mu      sync.Mutex
 	byID    map[string]*record
@@ -78,6 +115,8 @@ func (st *store) reserve(keyID string, res sandbox.Resources, maxN int, ceil san
 	st.perKey[keyID] = u
 	return ""
 }
+
+func (st *store) released(r *record) { st.release(r.keyID, r.resources) }
 
 func (st *store) release(keyID string, res sandbox.Resources) {
 	st.mu.Lock()

@@ -25,6 +25,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var backend, addr, keyFile, domain, baseImage, home, logLevel string
 	var templates, osbImages []string
 	var pool int
+	var stateless bool
 	var opts serve.Options
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:3000] [--backend NAME] [--api-keys FILE] [--domain D] [--template NAME=IMAGE]...",
@@ -46,6 +47,12 @@ every command as /bin/bash -l -c, so templates need bash.
 Each sandbox lives for the timeout its client asked for (15 s for v1
 creates that name none, 300 s for v2), enforced by this server and passed to
 the provider as its TTL. Stopping the server deletes its sandboxes.
+
+Over a provider whose sandboxes every process sees (k8s), the server is
+stateless by default (--stateless): each sandbox's owner, token hash and
+expiry live in the sandbox's own objects, so any number of replicas behind
+one Service, sharing the key file, serve any sandbox, and stopping or losing
+a replica deletes nothing.
 
 Every sandbox gets hard limits (--sandbox-cpus, --sandbox-memory-mb,
 --sandbox-pids, --sandbox-disk-mb where the provider enforces disk), which
@@ -114,6 +121,10 @@ sandbox's life (none means --max-timeout).`,
 			}
 			defer p.Close()
 			opts.Provider = p
+			opts.Stateless = p.Capabilities().SharedState
+			if cmd.Flags().Changed("stateless") {
+				opts.Stateless = stateless
+			}
 			rctx, stopReap := context.WithCancel(ctx)
 			defer stopReap()
 			go reapLoop(rctx, p, reapEvery, opts.Logger)
@@ -160,6 +171,7 @@ sandbox's life (none means --max-timeout).`,
 	f.IntVar(&tb.MaxConcurrentBuildsPerKey, "max-builds-per-key", 2, "template builds one API key may have going; more is answered 429")
 	f.Int64Var(&tb.MaxUploadBytes, "max-template-upload-bytes", 256<<20, "largest archive of a template's copied files, as sent")
 	f.BoolVar(&opts.KeepOnClose, "keep-sandboxes", false, "leave sandboxes running when the server stops (their TTL still ends them)")
+	f.BoolVar(&stateless, "stateless", false, "keep sandbox ownership, token hashes and expiry in the provider's objects, for replicas (default: on where the provider's sandboxes are shared, as k8s's)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

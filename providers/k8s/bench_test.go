@@ -58,24 +58,53 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
-// BenchmarkCreateReady is create to ready of plain Pods backed by the node
-// shim (a real local sandbox each, reached through port-forward), one at a
-// time: p50 and p95, and the API requests each create+ready+delete costs.
+// BenchmarkCreateReady is create to ready, one at a time, backed by the
+// node shim (a real local sandbox each, reached through port-forward): p50
+// and p95, and the API requests each create+ready+delete costs. pod: a
+// plain Pod each. claim-warm: an agent-sandbox SandboxClaim on a warm pool
+// of 4 that is full before each create (the refill after each delete is
+// not timed), the sandbox's settings handed to the warm agent after the
+// claim. claim-cold: a claim on an empty pool, for which the controller
+// makes a Sandbox and its Pod from the template.
 func BenchmarkCreateReady(b *testing.B) {
+	b.Run("pod", func(b *testing.B) {
+		needCluster(b)
+		createReady(b, options(namespace(b)), nil)
+	})
+	b.Run("claim-warm", func(b *testing.B) {
+		ns := namespace(b)
+		ext := extClient(b)
+		createReady(b, claimOptions(b, ns, 4), func() { waitPoolReady(b, ext, ns, 4) })
+	})
+	b.Run("claim-cold", func(b *testing.B) {
+		createReady(b, claimOptions(b, namespace(b), 0), nil)
+	})
+}
+
+// createReady times b.N creates with o, calling before (untimed) ahead of
+// each.
+func createReady(b *testing.B, o k8s.Options, before func()) {
 	var c counter
-	p := countedProvider(b, &c)
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(b, o))
+	defer p.Close()
 	ctx := context.Background()
-	// Warm: the key Secret and the network policy are per process.
+	// Warm: the key Secret, the network policy (and the template and its
+	// pool) are per process.
 	warm, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = warm.Delete(ctx)
 	_ = warm.Close()
-	base := c.n.Load()
 	var lat []time.Duration
+	var requests int64
 	b.ResetTimer()
 	for b.Loop() {
+		if before != nil {
+			before()
+		}
+		base := c.n.Load()
 		t0 := time.Now()
 		sb, err := p.Create(ctx, sandbox.Spec{Image: local.DefaultImage})
 		if err != nil {
@@ -85,12 +114,13 @@ func BenchmarkCreateReady(b *testing.B) {
 		if err := sb.Delete(ctx); err != nil {
 			b.Fatal(err)
 		}
+		requests += c.n.Load() - base
 		_ = sb.Close()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(percentile(lat, 0.50).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.95).Milliseconds()), "p95-ms")
-	b.ReportMetric(float64(c.n.Load()-base)/float64(len(lat)), "api-requests/sandbox")
+	b.ReportMetric(float64(requests)/float64(len(lat)), "api-requests/sandbox")
 }
 
 // kwokNodes registers n kwok-managed nodes labelled berth.sh/kwok=true.
@@ -150,7 +180,7 @@ func BenchmarkScale(b *testing.B) {
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		cached := k8s.CachedPods(d)
+		cached := k8s.Cached(d)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(parallel)
 		for _, name := range names {
@@ -171,10 +201,20 @@ func BenchmarkScale(b *testing.B) {
 
 // No per-sandbox polling: a sandbox's create, ready and delete cost at
 // most 5 API requests (create, the port-forward upgrade, delete; readiness
-// comes from the shared informer), counted at the driver's transport.
+// comes from the shared informer), counted at the driver's transport. In
+// agent-sandbox mode too: the claim's POST, the port-forward that carries
+// the claim call to the warm agent, and its DELETE, readiness from the
+// informer on the claims.
 func TestAPIRequestsPerSandbox(t *testing.T) {
+	t.Run("pod", func(t *testing.T) { apiRequestsPerSandbox(t, options(namespace(t))) })
+	t.Run("agent-sandbox", func(t *testing.T) { apiRequestsPerSandbox(t, claimOptions(t, namespace(t), 2)) })
+}
+
+func apiRequestsPerSandbox(t *testing.T, o k8s.Options) {
 	var c counter
-	p := countedProvider(t, &c)
+	o.WrapTransport = c.wrap
+	p := sandbox.NewProvider("k8s", openDriver(t, o))
+	defer p.Close()
 	ctx := context.Background()
 	const n = 5
 	base := c.n.Load()
@@ -189,7 +229,8 @@ func TestAPIRequestsPerSandbox(t *testing.T) {
 		_ = sb.Close()
 	}
 	// The first create also reads the key Secret (and makes it) and the
-	// network policy, once per process.
+	// network policy, once per process (and in agent-sandbox mode the
+	// template and its warm pool, once per pod shape).
 	per := float64(c.n.Load()-base) / n
 	t.Logf("%.1f API requests per sandbox (by verb, with the informer's: %v)", per, c.by)
 	if per > 5 {
@@ -248,14 +289,4 @@ func createUnbacked(ctx context.Context, d *k8s.Provider, n, parallel int, del b
 		})
 	}
 	return names, g.Wait()
-}
-
-// countedProvider opens a provider on a fresh namespace whose API requests
-// c counts; it is closed when the test ends.
-func countedProvider(tb testing.TB, c *counter) *sandbox.Provider {
-	o := options(namespace(tb))
-	o.WrapTransport = c.wrap
-	p := sandbox.NewProvider("k8s", openDriver(tb, o))
-	tb.Cleanup(func() { p.Close() })
-	return p
 }

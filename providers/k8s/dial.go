@@ -25,7 +25,7 @@ import (
 
 // agentTransport returns the HTTP transport that reaches a pod's agent:
 // straight to the pod IP, or through the API server's port-forward.
-func (p *Provider) agentTransport(pod *corev1.Pod) (*http.Transport, io.Closer) {
+func (p *Provider) agentTransport(pod, podIP string) (*http.Transport, io.Closer) {
 	t := &http.Transport{
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
@@ -33,14 +33,14 @@ func (p *Provider) agentTransport(pod *corev1.Pod) (*http.Transport, io.Closer) 
 		DisableCompression:  true,
 	}
 	if p.opts.Dial == DialPodIP {
-		addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(podagent.Port))
+		addr := net.JoinHostPort(podIP, strconv.Itoa(podagent.Port))
 		var d net.Dialer
 		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}
 		return t, io.NopCloser(nil)
 	}
-	f := &forwarder{p: p, name: pod.Name}
+	f := &forwarder{p: p, name: pod}
 	t.DialContext = f.dial
 	return t, f
 }

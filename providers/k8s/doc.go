@@ -1,7 +1,7 @@
 // Package k8s is the Kubernetes provider: each sandbox is a plain Pod whose
 // PID 1 is berth's own agent (providers/k8s/podagent), serving E2B's envd
-// protocol. (BERTH_K8S_MODE=agent-sandbox, kubernetes-sigs/agent-sandbox's
-// Sandbox and SandboxClaim objects, is not built yet and says so.) Import it from
+// protocol, or, with BERTH_K8S_MODE=agent-sandbox, a SandboxClaim of
+// kubernetes-sigs/agent-sandbox (see "Agent-sandbox mode"). Import it from
 // the registry's built-in entries; tests run it against the test control
 // plane in internal/k8stest.
 //
@@ -57,6 +57,42 @@
 // selected by the berth.sh/network label. They are enforced only by a CNI
 // that enforces NetworkPolicy; allowlist host names are resolved once,
 // when the policy is made.
+//
+// # Agent-sandbox mode
+//
+// BERTH_K8S_MODE=agent-sandbox (Options.Mode) needs agent-sandbox v0.5
+// (its CRDs and controller, with --extensions) in the cluster; berth
+// imports only its v1beta1 API types and generated clients (claims.go,
+// templates.go). Per distinct pod shape (image, resources, numeric user,
+// network, placement) berth makes once a SandboxTemplate and a
+// SandboxWarmPool of BERTH_K8S_WARM_POOL ready pods, named by a hash of the
+// shape; per sandbox, one SandboxClaim on that pool. The controller hands
+// the claim a warm pod (or makes one from the template when the pool is
+// empty) and reports its name, IP and readiness in the claim's status,
+// which is all berth reads: one informer, on the claims.
+//
+// A warm pod's spec is shared, so it holds no sandbox's settings: its
+// agent starts pooled, answering only /health and, with the pool's token
+// (derived from the namespace's key and the template), one claim call that
+// sets the sandbox's token hash, user, directory and environment. This is
+// the per-task setup after the claim: a claim's own env would make the
+// controller cold-start a pod from the template. After it the pool's
+// token opens nothing.
+//
+// The TTL is the claim's shutdownTime with shutdownPolicy Delete: the
+// controller deletes the claim at that time (the garbage collector its
+// Sandbox and Pod after it), SetTimeout patches it (up to the max lifetime
+// from the claim's creation), Reap deletes what the controller missed.
+// Warm pods get no activeDeadlineSeconds: idle time in the pool would
+// count against it.
+//
+// Spec labels go on the claim (valid ones as labels, all in an
+// annotation, where List reads them). The controller refuses a claim that
+// asks its pod for a label outside its allowlist of label domains
+// (allowed-label-domains; sandbox.users.io when unset), so berth asks only
+// for labels in BERTH_K8S_CLAIM_LABEL_DOMAINS (default sandbox.users.io):
+// set it to the controller's list. Templates disable the controller's
+// NetworkPolicy (berth's own select the pods by label) and its Service.
 //
 // # Images
 //

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
 	"github.com/berth-sh/berth/internal/k8stest"
 	"github.com/berth-sh/berth/internal/k8stest/nodeshim"
@@ -169,7 +170,49 @@ var (
 	kwokMu  sync.Mutex
 	kwokErr error
 	kwokRan bool
+
+	asOnce sync.Once
+	asErr  error
 )
+
+// needAgentSandbox starts agent-sandbox's controller on the cluster the
+// first time a test asks, or skips when it is not built.
+func needAgentSandbox(t testing.TB) {
+	t.Helper()
+	needCluster(t)
+	if why := k8stest.AgentSandboxMissing(); why != "" {
+		t.Skip(why)
+	}
+	asOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		asErr = cluster.RunAgentSandbox(ctx)
+	})
+	if asErr != nil {
+		t.Fatalf("agent-sandbox controller: %v", asErr)
+	}
+}
+
+// extClient is an admin client of agent-sandbox's extensions.
+func extClient(t testing.TB) extclient.Interface {
+	t.Helper()
+	c, err := extclient.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// claimOptions are options in agent-sandbox mode, with a warm pool of
+// warm pods per template.
+func claimOptions(t testing.TB, ns string, warm int32) k8s.Options {
+	t.Helper()
+	needAgentSandbox(t)
+	o := options(ns)
+	o.Mode = k8s.ModeAgentSandbox
+	o.WarmPool = warm
+	return o
+}
 
 // kwokOnce starts kwok on the cluster the first time a test asks.
 func kwokOnce() error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,11 @@ const (
 	EnvQPS        = "BERTH_K8S_QPS"
 	EnvBurst      = "BERTH_K8S_BURST"
 	EnvMaxLife    = "BERTH_K8S_MAX_LIFETIME"
+	// EnvWarmPool sizes the SandboxWarmPool of each pod template in
+	// agent-sandbox mode; EnvClaimLabelDomains lists the label domains its
+	// controller lets a claim put on a pod (comma-separated).
+	EnvWarmPool          = "BERTH_K8S_WARM_POOL"
+	EnvClaimLabelDomains = "BERTH_K8S_CLAIM_LABEL_DOMAINS"
 )
 
 // Mode is how sandboxes are made.
@@ -37,8 +43,10 @@ type Mode string
 const (
 	// ModePod makes one plain Pod per sandbox.
 	ModePod Mode = "pod"
-	// ModeAgentSandbox is kubernetes-sigs/agent-sandbox's Sandbox and
-	// SandboxClaim objects: not built yet, refused as NotSupported.
+	// ModeAgentSandbox makes one kubernetes-sigs/agent-sandbox
+	// SandboxClaim per sandbox, from a SandboxTemplate and SandboxWarmPool
+	// per distinct pod template (claims.go); its controller must run in
+	// the cluster.
 	ModeAgentSandbox Mode = "agent-sandbox"
 )
 
@@ -67,6 +75,10 @@ const (
 	DefaultAgentImage = "ghcr.io/berth-sh/berth-agent:latest"
 	// DefaultReadyTimeout bounds create to ready (image pulls included).
 	DefaultReadyTimeout = 5 * time.Minute
+	// DefaultClaimLabelDomain is the one label domain agent-sandbox's
+	// controller lets a claim put on its pod when its allowlist
+	// (/etc/sandbox-config/allowed-label-domains) is not configured.
+	DefaultClaimLabelDomain = "sandbox.users.io"
 )
 
 // Options configure the driver.
@@ -83,6 +95,16 @@ type Options struct {
 	Namespace string
 	// Mode: ModePod (default) or ModeAgentSandbox.
 	Mode Mode
+	// WarmPool is how many ready pods the SandboxWarmPool of each pod
+	// template keeps (agent-sandbox mode); 0 makes every claim a cold
+	// start. A pool that exists keeps the size it has.
+	WarmPool int32
+	// ClaimLabelDomains are the label domains the agent-sandbox
+	// controller's allowlist admits (its allowed-label-domains); a Spec
+	// label in one of them is put on the claim's pod, every other one
+	// stays on the claim only, so that the controller never refuses a
+	// claim for its labels. nil means DefaultClaimLabelDomain.
+	ClaimLabelDomains []string
 	// QPS and Burst bound the client's API calls; 0 means DefaultQPS and
 	// DefaultBurst (client-go's own defaults, 5 and 10, throttle a fleet).
 	QPS   float32
@@ -129,9 +151,7 @@ func (o *Options) fill() error {
 	switch o.Mode {
 	case "":
 		o.Mode = ModePod
-	case ModePod:
-	case ModeAgentSandbox:
-		return types.Errorf(types.NotSupported, "k8s: %s=%s (agent-sandbox Sandbox and SandboxClaim objects) is not built yet; use the default pod mode", EnvMode, ModeAgentSandbox)
+	case ModePod, ModeAgentSandbox:
 	default:
 		return types.Errorf(types.InvalidArgument, "k8s: mode %q is not %q or %q", o.Mode, ModePod, ModeAgentSandbox)
 	}
@@ -140,8 +160,19 @@ func (o *Options) fill() error {
 	default:
 		return types.Errorf(types.InvalidArgument, "k8s: dial %q is not %q or %q", o.Dial, DialPodIP, DialPortForward)
 	}
-	if o.QPS < 0 || o.Burst < 0 || o.MaxLifetime < 0 || o.ReadyTimeout < 0 {
-		return types.Errorf(types.InvalidArgument, "k8s: qps, burst, max lifetime and ready timeout must not be negative")
+	if o.QPS < 0 || o.Burst < 0 || o.MaxLifetime < 0 || o.ReadyTimeout < 0 || o.WarmPool < 0 {
+		return types.Errorf(types.InvalidArgument, "k8s: qps, burst, max lifetime, ready timeout and warm pool must not be negative")
+	}
+	if o.ClaimLabelDomains == nil {
+		o.ClaimLabelDomains = []string{DefaultClaimLabelDomain}
+	}
+	o.ClaimLabelDomains = slices.Clone(o.ClaimLabelDomains)
+	for i, d := range o.ClaimLabelDomains {
+		d = strings.ToLower(strings.TrimSpace(d))
+		if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+			return types.Errorf(types.InvalidArgument, "k8s: claim label domain %q: %s", d, strings.Join(errs, "; "))
+		}
+		o.ClaimLabelDomains[i] = d
 	}
 	if o.QPS == 0 {
 		o.QPS = DefaultQPS

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"strconv"
@@ -48,10 +47,12 @@ func newName() string {
 	return "berth-" + hex.EncodeToString(b)
 }
 
-// meta is what Connect needs back from a pod.
+// meta is what Connect and List need back from a sandbox's object.
 type meta struct {
 	User    string `json:"user,omitempty"`
 	WorkDir string `json:"workdir,omitempty"`
+	// Image is the sandbox's image (agent-sandbox mode: a claim names none).
+	Image string `json:"image,omitempty"`
 }
 
 // podLabels returns the pod's labels: berth's own plus each Spec label that
@@ -93,11 +94,33 @@ func (p *Provider) podFor(name string, spec types.Spec, image string, tokenHash 
 	for _, k := range sortedKeys(spec.Env) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
 	}
-	res, err := resources(spec.Resources)
+	ps, err := p.podSpec(spec, image, env)
 	if err != nil {
 		return nil, err
 	}
 	deadline := int64(math.Ceil(p.opts.MaxLifetime.Seconds()))
+	ps.ActiveDeadlineSeconds = &deadline
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: podLabels(spec, network),
+			Annotations: map[string]string{
+				annExpires: now.Add(spec.TTL).UTC().Format(time.RFC3339Nano),
+				annLabels:  string(labelsJSON),
+				annMeta:    string(metaJSON),
+			},
+		},
+		Spec: ps,
+	}, nil
+}
+
+// podSpec is the pod spec of a sandbox of spec whose container has env:
+// everything but the backstop, which a warm pod (claims.go) cannot have.
+func (p *Provider) podSpec(spec types.Spec, image string, env []corev1.EnvVar) (corev1.PodSpec, error) {
+	res, err := resources(spec.Resources)
+	if err != nil {
+		return corev1.PodSpec{}, err
+	}
 	grace := int64(1)
 	no := false
 	sc := &corev1.SecurityContext{
@@ -110,62 +133,49 @@ func (p *Provider) podFor(name string, spec types.Spec, image string, tokenHash 
 		yes := true
 		sc.RunAsUser, sc.RunAsNonRoot = &uid, &yes
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   name,
-			Labels: podLabels(spec, network),
-			Annotations: map[string]string{
-				annExpires: now.Add(spec.TTL).UTC().Format(time.RFC3339),
-				annLabels:  string(labelsJSON),
-				annMeta:    string(metaJSON),
-			},
-		},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			AutomountServiceAccountToken:  &no,
-			EnableServiceLinks:            &no,
-			ActiveDeadlineSeconds:         &deadline,
-			TerminationGracePeriodSeconds: &grace,
-			NodeSelector:                  maps.Clone(p.opts.NodeSelector),
-			Tolerations:                   append([]corev1.Toleration(nil), p.opts.Tolerations...),
-			Containers: []corev1.Container{{
-				Name:            containerSandbox,
-				Image:           image,
-				Command:         []string{podagent.BinaryPath, "k8s-agent"},
-				Env:             env,
-				Resources:       res,
-				SecurityContext: sc,
-				Ports:           []corev1.ContainerPort{{Name: "envd", ContainerPort: podagent.Port}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: volumeAgent, MountPath: podagent.BinaryDir, ReadOnly: true}},
-			}},
-		},
+	ps := corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  &no,
+		EnableServiceLinks:            &no,
+		TerminationGracePeriodSeconds: &grace,
+		NodeSelector:                  maps.Clone(p.opts.NodeSelector),
+		Tolerations:                   append([]corev1.Toleration(nil), p.opts.Tolerations...),
+		Containers: []corev1.Container{{
+			Name:            containerSandbox,
+			Image:           image,
+			Command:         []string{podagent.BinaryPath, "k8s-agent"},
+			Env:             env,
+			Resources:       res,
+			SecurityContext: sc,
+			Ports:           []corev1.ContainerPort{{Name: "envd", ContainerPort: podagent.Port}},
+			VolumeMounts:    []corev1.VolumeMount{{Name: volumeAgent, MountPath: podagent.BinaryDir, ReadOnly: true}},
+		}},
 	}
 	if p.opts.RuntimeClassName != "" {
 		rc := p.opts.RuntimeClassName
-		pod.Spec.RuntimeClassName = &rc
+		ps.RuntimeClassName = &rc
 	}
 	if p.opts.AgentImageVolume {
-		pod.Spec.Volumes = []corev1.Volume{{Name: volumeAgent, VolumeSource: corev1.VolumeSource{
+		// The image's /berth appears as /.berth/berth.
+		ps.Volumes = []corev1.Volume{{Name: volumeAgent, VolumeSource: corev1.VolumeSource{
 			Image: &corev1.ImageVolumeSource{Reference: p.opts.AgentImage, PullPolicy: corev1.PullIfNotPresent},
 		}}}
-		// The image's /berth appears as /.berth/berth.
-		pod.Spec.Containers[0].VolumeMounts[0].MountPath = podagent.BinaryDir
-	} else {
-		pod.Spec.Volumes = []corev1.Volume{{Name: volumeAgent, VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(128<<20, resource.BinarySI)},
-		}}}
-		pod.Spec.InitContainers = []corev1.Container{{
-			Name:            containerInstall,
-			Image:           p.opts.AgentImage,
-			Command:         []string{"/berth", "k8s-agent", "--install", podagent.BinaryPath},
-			SecurityContext: sc.DeepCopy(),
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
-			}},
-			VolumeMounts: []corev1.VolumeMount{{Name: volumeAgent, MountPath: podagent.BinaryDir}},
-		}}
+		return ps, nil
 	}
-	return pod, nil
+	ps.Volumes = []corev1.Volume{{Name: volumeAgent, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(128<<20, resource.BinarySI)},
+	}}}
+	ps.InitContainers = []corev1.Container{{
+		Name:            containerInstall,
+		Image:           p.opts.AgentImage,
+		Command:         []string{"/berth", "k8s-agent", "--install", podagent.BinaryPath},
+		SecurityContext: sc.DeepCopy(),
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+		}},
+		VolumeMounts: []corev1.VolumeMount{{Name: volumeAgent, MountPath: podagent.BinaryDir}},
+	}}
+	return ps, nil
 }
 
 // resources maps the Spec: requests always, limits too when it asks
@@ -224,5 +234,3 @@ func sortedKeys(m map[string]string) []string {
 	slicesSort(ks)
 	return ks
 }
-
-var _ = fmt.Sprint

@@ -96,11 +96,3 @@ func TestPolicyFor(t *testing.T) {
 		t.Errorf("bad CIDR: %v", err)
 	}
 }
-
-// The agent-sandbox mode is refused, saying it is not built.
-func TestAgentSandboxModeRefused(t *testing.T) {
-	o := Options{Mode: ModeAgentSandbox}
-	if err := o.fill(); types.ClassOf(err) != types.NotSupported {
-		t.Errorf("agent-sandbox mode: %v", err)
-	}
-}

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -27,15 +26,53 @@ var getenv = os.Getenv
 type Provider struct {
 	opts Options
 	cs   kubernetes.Interface
-	w    *watcher
+	m    mode
 	keys keyring
 	nets netPolicies
 
 	closeOnce sync.Once
 }
 
-// New connects to the cluster, starts (or shares) the process's pod
-// informer on the namespace, and returns the driver.
+// mode is how sandboxes are made and followed: one plain Pod each
+// (pods.go), or an agent-sandbox SandboxClaim each (claims.go). Both read
+// one informer and never poll a sandbox.
+type mode interface {
+	// create makes the sandbox's objects and returns its ID.
+	create(ctx context.Context, spec types.Spec, key []byte) (string, error)
+	// ready waits for the sandbox's pod to run and says where its agent is.
+	ready(ctx context.Context, id string) (target, error)
+	// live returns a running sandbox before its TTL; anything else is
+	// NotFound.
+	live(ctx context.Context, id string) (target, error)
+	// list reads the informer's cache: no API call.
+	list(labels map[string]string, now time.Time) []types.Info
+	// delete deletes the sandbox and waits for the cache to see it going;
+	// one already going is NotFound.
+	delete(ctx context.Context, id string) error
+	// ended lists the sandboxes past their TTL, or whose pod ended, that
+	// are not being deleted yet.
+	ended(now time.Time) []string
+	// setExpiry moves the sandbox's TTL to at.
+	setExpiry(ctx context.Context, id string, at time.Time) error
+	// gone blocks until the sandbox goes and says why, "" when ctx ends
+	// first.
+	gone(ctx context.Context, id string) string
+	// cached is how many sandboxes the informer holds.
+	cached() int
+	close()
+}
+
+// target is where a sandbox's agent runs.
+type target struct {
+	id, pod, podIP string
+	user           string
+	// poolToken, when set, is the token of a warm pod's agent that has yet
+	// to take its sandbox's settings (agent-sandbox mode).
+	poolToken string
+}
+
+// New connects to the cluster, starts (or shares) the process's informer
+// on the namespace, and returns the driver.
 func New(ctx context.Context, o Options) (*Provider, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
@@ -49,7 +86,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	p.nets.p = p
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if p.w, err = acquireWatcher(sctx, cs, o.Config, o.Namespace); err != nil {
+	if o.Mode == ModeAgentSandbox {
+		p.m, err = newClaimMode(sctx, p)
+	} else {
+		p.m, err = newPodMode(sctx, p)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -57,7 +99,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 
 // Capabilities: requests, or limits when the Spec asks; every network mode
 // as a NetworkPolicy (enforced only where the cluster's CNI enforces
-// NetworkPolicy); GPUs as nvidia.com/gpu; no image builds.
+// NetworkPolicy); GPUs as nvidia.com/gpu; no image builds. Sandboxes, their
+// labels and TTLs live in the cluster, where every process sees them.
 func (p *Provider) Capabilities() types.Capabilities { return capabilities(p.opts.MaxLifetime) }
 
 func capabilities(maxLife time.Duration) types.Capabilities {
@@ -66,6 +109,7 @@ func capabilities(maxLife time.Duration) types.Capabilities {
 		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxLife,
+		SharedState:  true,
 	})
 }
 
@@ -76,16 +120,17 @@ func ProviderCapabilities() types.Capabilities { return capabilities(DefaultMaxL
 // Namespace is where the driver's sandboxes live.
 func (p *Provider) Namespace() string { return p.opts.Namespace }
 
-// Clientset is the driver's API client (berth serve's cluster store).
+// Clientset is the driver's API client.
 func (p *Provider) Clientset() kubernetes.Interface { return p.cs }
 
 // Close stops the informer when no other Provider of the process uses it.
 func (p *Provider) Close() error {
-	p.closeOnce.Do(func() { p.w.release() })
+	p.closeOnce.Do(p.m.close)
 	return nil
 }
 
-// Create makes the pod and returns once its agent answers. A sandbox that fails half way is deleted before returning.
+// Create makes the sandbox and returns once its agent answers. A sandbox
+// that fails half way is deleted before returning.
 func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
 	if spec.Build != nil {
 		return nil, types.Errorf(types.NotSupported,
@@ -95,35 +140,44 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if err != nil {
 		return nil, err
 	}
-	name, err := p.createPod(ctx, spec, key)
+	id, err := p.m.create(ctx, spec, key)
 	if err != nil {
 		return nil, err
 	}
-	h, err := p.ready(ctx, name, key)
+	h, err := p.start(ctx, id, key, spec)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		_ = p.Delete(dctx, name)
+		_ = p.Delete(dctx, id)
 		return nil, err
 	}
 	return h, nil
 }
 
-// createPod creates the sandbox's pod and returns its name.
-func (p *Provider) createPod(ctx context.Context, spec types.Spec, key []byte) (string, error) {
-	net, err := p.nets.ensure(ctx, spec.Network)
+// start waits for the sandbox to be ready and its agent to answer, hands a
+// warm pod's agent its sandbox's settings, and returns the handle.
+func (p *Provider) start(ctx context.Context, id string, key []byte, spec types.Spec) (*sandboxHandle, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
+	defer cancel()
+	t, err := p.m.ready(ctx, id)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	name := newName()
-	pod, err := p.podFor(name, spec, p.image(spec.Image), tokenHash(key, name), net, time.Now())
+	h, err := p.handle(t, key)
 	if err != nil {
-		return "", types.Errorf(types.InvalidArgument, "k8s: %w", err)
+		return nil, err
 	}
-	if _, err := p.cs.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return "", p.classifyNS(err, "create pod")
+	if err := h.waitAgent(ctx); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
-	return name, nil
+	if t.poolToken != "" {
+		if err := h.claimAgent(ctx, t.poolToken, spec); err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // image maps a Spec image through the pre-built image map.
@@ -134,34 +188,11 @@ func (p *Provider) image(img string) string {
 	return img
 }
 
-// ready waits on the informer for the pod to run and for its agent to
-// answer, and returns the handle.
-func (p *Provider) ready(ctx context.Context, name string, key []byte) (*sandboxHandle, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
-	defer cancel()
-	r := &readiness{name: name}
-	if err := p.w.until(ctx, name, r.check); err != nil {
-		if ctx.Err() != nil {
-			return nil, types.Errorf(types.DeadlineExceeded, "k8s: pod %s not ready within %v (%s)", name, p.opts.ReadyTimeout, r.state)
-		}
-		return nil, err
-	}
-	h, err := p.handle(p.w.get(name), key)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.waitAgent(ctx); err != nil {
-		_ = h.Close()
-		return nil, err
-	}
-	return h, nil
-}
-
-// Connect attaches to a live sandbox from its name, reading the informer's
-// cache (one GET when the cache has not seen a pod another process just
-// made).
+// Connect attaches to a live sandbox from its ID, reading the informer's
+// cache (one GET when the cache has not seen a sandbox another process
+// just made).
 func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, error) {
-	pod, err := p.live(ctx, id)
+	t, err := p.m.live(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -169,101 +200,34 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	return p.handle(pod, key)
-}
-
-// live returns the pod of a sandbox that is running and not expired;
-// anything else is NotFound.
-func (p *Provider) live(ctx context.Context, id string) (*corev1.Pod, error) {
-	pod := p.w.get(id)
-	if pod == nil {
-		got, err := p.cs.CoreV1().Pods(p.opts.Namespace).Get(ctx, id, metav1.GetOptions{})
-		if err != nil {
-			return nil, p.classifyNS(err, "get pod")
-		}
-		if got.Labels[labelManaged] != "true" {
-			return nil, types.Errorf(types.NotFound, "k8s: pod %s is not a berth sandbox", id)
-		}
-		pod = got
-	}
-	if gone(pod, time.Now()) {
-		return nil, types.Errorf(types.NotFound, "k8s: sandbox %s has ended or expired", id)
-	}
-	return pod, nil
-}
-
-// gone: deleted, ended, or past its TTL (the reaper deletes it soon).
-func gone(pod *corev1.Pod, now time.Time) bool {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-		return true
-	}
-	exp, ok := expiresAt(pod)
-	return ok && !now.Before(exp)
+	return p.handle(t, key)
 }
 
 // List reads the informer's cache: no API call.
 func (p *Provider) List(_ context.Context, labels map[string]string) ([]types.Info, error) {
-	pods, err := p.w.lister.List(everything)
-	if err != nil {
-		return nil, classify(err, "list pods")
-	}
-	now := time.Now()
-	var out []types.Info
-	for _, pod := range pods {
-		if gone(pod, now) {
-			continue
-		}
-		l := specLabels(pod)
-		if !types.MatchLabels(l, labels) {
-			continue
-		}
-		exp, _ := expiresAt(pod)
-		img := ""
-		if len(pod.Spec.Containers) > 0 {
-			img = pod.Spec.Containers[0].Image
-		}
-		out = append(out, types.Info{
-			ID: pod.Name, Image: img, Labels: l, State: string(pod.Status.Phase),
-			CreatedAt: pod.CreationTimestamp.Time, ExpiresAt: exp,
-		})
-	}
+	out := p.m.list(labels, time.Now())
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
-// Delete deletes the pod and waits until the informer has seen it go, so that List and Connect
-// after Delete agree. A pod already being deleted is NotFound.
+// Delete deletes the sandbox and waits until the informer has seen it go,
+// so that List and Connect after Delete agree. A sandbox already being
+// deleted is NotFound.
 func (p *Provider) Delete(ctx context.Context, id string) error {
-	if pod := p.w.get(id); pod != nil && pod.DeletionTimestamp != nil {
-		return types.Errorf(types.NotFound, "k8s: sandbox %s is already being deleted", id)
-	}
-	if err := p.cs.CoreV1().Pods(p.opts.Namespace).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
-		return p.classifyNS(err, "delete pod")
-	}
-	return p.w.until(ctx, id, func(pod *corev1.Pod) (bool, error) {
-		return pod == nil || pod.DeletionTimestamp != nil, nil
-	})
+	return p.m.delete(ctx, id)
 }
 
-// Reap deletes every sandbox past its TTL annotation, and every pod the
-// kubelet ended (activeDeadlineSeconds, a dead agent), from the cache.
+// Reap deletes every sandbox past its TTL, and every one whose pod ended
+// (activeDeadlineSeconds, a dead agent), from the cache.
 func (p *Provider) Reap(ctx context.Context) ([]string, error) {
-	pods, err := p.w.lister.List(everything)
-	if err != nil {
-		return nil, classify(err, "list pods")
-	}
-	now := time.Now()
 	var ids []string
 	var errs []error
-	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || !gone(pod, now) {
-			continue
-		}
-		if err := p.Delete(ctx, pod.Name); err != nil && types.ClassOf(err) != types.NotFound {
+	for _, id := range p.m.ended(time.Now()) {
+		if err := p.Delete(ctx, id); err != nil && types.ClassOf(err) != types.NotFound {
 			errs = append(errs, err)
 			continue
 		}
-		ids = append(ids, pod.Name)
+		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	if len(errs) > 0 {

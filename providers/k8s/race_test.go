@@ -2,6 +2,6 @@
 
 package k8s_test
 
-// raceOn: the race pass of .ci/run skips the tests that only wait (a TTL
-// running out); the plain pass runs them.
+// raceOn: a -race run skips the tests that only wait (a TTL running out).
+// .ci/run runs this package once, in its plain pass, which runs them.
 const raceOn = true

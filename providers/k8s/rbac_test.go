@@ -22,8 +22,8 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// deployRole reads the Role of deploy/rbac.yaml.
-func deployRole(t *testing.T) rbacv1.Role {
+// deployRole reads the Role named name from deploy/rbac.yaml.
+func deployRole(t *testing.T, name string) rbacv1.Role {
 	t.Helper()
 	b, err := os.ReadFile("../../deploy/rbac.yaml")
 	if err != nil {
@@ -37,11 +37,11 @@ func deployRole(t *testing.T) rbacv1.Role {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind == "Role" {
+		if r.Kind == "Role" && r.Name == name {
 			return r
 		}
 	}
-	t.Fatal("deploy/rbac.yaml has no Role")
+	t.Fatalf("deploy/rbac.yaml has no Role %s", name)
 	return rbacv1.Role{}
 }
 
@@ -69,11 +69,11 @@ func bindRole(t *testing.T, rules []rbacv1.PolicyRule, user string) string {
 // cfg: open (the informer), create (the key Secret, the NetworkPolicy, the
 // pod), exec (port-forward), set the TTL, connect to an unknown id (get),
 // list, delete.
-func lifecycle(cfg *rest.Config, ns string) error {
+func lifecycle(cfg *rest.Config, ns string, mode k8s.Mode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	o := options(ns)
-	o.Kubeconfig, o.Config = "", cfg
+	o.Kubeconfig, o.Config, o.Mode = "", cfg, mode
 	octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ocancel()
 	d, err := k8s.New(octx, o)
@@ -105,25 +105,38 @@ func lifecycle(cfg *rest.Config, ns string) error {
 	return nil
 }
 
-// The Role in deploy/rbac.yaml is the least that works: a sandbox's whole
-// life passes with exactly its rules, and fails with any one verb removed.
+// The Roles in deploy/rbac.yaml are the least that works: a sandbox's
+// whole life passes with exactly a Role's rules, in its mode, and fails
+// with any one verb removed.
 func TestRBACRoleIsLeast(t *testing.T) {
-	needCluster(t)
-	role := deployRole(t)
-	const user = "berth-rbac-test"
+	t.Run("pod", func(t *testing.T) {
+		needCluster(t)
+		roleIsLeast(t, deployRole(t, "berth-sandboxes"), k8s.ModePod)
+	})
+	t.Run("agent-sandbox", func(t *testing.T) {
+		needAgentSandbox(t)
+		roleIsLeast(t, deployRole(t, "berth-agent-sandbox"), k8s.ModeAgentSandbox)
+	})
+}
+
+func roleIsLeast(t *testing.T, role rbacv1.Role, mode k8s.Mode) {
+	user := "berth-rbac-test-" + string(mode)
 	cfg, err := cluster.UserConfig(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("exact", func(t *testing.T) {
 		t.Parallel()
-		if err := lifecycle(cfg, bindRole(t, role.Rules, user)); err != nil {
+		if err := lifecycle(cfg, bindRole(t, role.Rules, user), mode); err != nil {
 			t.Fatalf("with exactly the deploy Role: %v", err)
 		}
 	})
 	for i, rule := range role.Rules {
 		for j, verb := range rule.Verbs {
 			name := fmt.Sprintf("without-%s-%s", strings.Join(rule.Resources, ","), verb)
+			if len(rule.ResourceNames) > 0 {
+				name += "-named"
+			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				rules := make([]rbacv1.PolicyRule, 0, len(role.Rules))
@@ -137,7 +150,7 @@ func TestRBACRoleIsLeast(t *testing.T) {
 					}
 					rules = append(rules, r)
 				}
-				err := lifecycle(cfg, bindRole(t, rules, user))
+				err := lifecycle(cfg, bindRole(t, rules, user), mode)
 				if err == nil {
 					t.Fatalf("the lifecycle passed without %s on %v: the Role grants more than it needs", verb, rule.Resources)
 				}

@@ -2,16 +2,11 @@ package k8s
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/providers/k8s/podagent"
@@ -30,8 +25,8 @@ var (
 // goes to the pod).
 const baseURL = "http://agent"
 
-// sandboxHandle is one sandbox: the pod for its life, its agent (envd) for
-// the rest.
+// sandboxHandle is one sandbox: its pod (or claim) for its life, its agent
+// (envd) for the rest.
 type sandboxHandle struct {
 	p     *Provider
 	id    string
@@ -48,57 +43,33 @@ type sandboxHandle struct {
 
 func tokenHash(key []byte, name string) string { return podagent.TokenHash(token(key, name)) }
 
-// handle builds the handle of a running pod and starts following it in the
-// cache, so that calls fail at once with the reason when it goes.
-func (p *Provider) handle(pod *corev1.Pod, key []byte) (*sandboxHandle, error) {
-	var m meta
-	_ = json.Unmarshal([]byte(pod.Annotations[annMeta]), &m)
-	tok := token(key, pod.Name)
-	tr, fwd := p.agentTransport(pod)
+// handle builds the handle of a running sandbox and starts following it
+// in the cache, so that calls fail at once with the reason when it goes.
+func (p *Provider) handle(t target, key []byte) (*sandboxHandle, error) {
+	tok := token(key, t.id)
+	tr, fwd := p.agentTransport(t.pod, t.podIP)
 	opts := []envd.ClientOption{envd.WithAccessToken(tok)}
-	if m.User != "" {
-		opts = append(opts, envd.WithUser(m.User))
+	if t.user != "" {
+		opts = append(opts, envd.WithUser(t.user))
 	}
 	c, err := envd.NewClient(baseURL, &http.Client{Transport: tr}, opts...)
 	if err != nil {
 		fwd.Close()
 		return nil, err
 	}
-	h := &sandboxHandle{p: p, id: pod.Name, token: tok, env: c, tr: tr, fwd: fwd, waitDone: make(chan struct{})}
+	h := &sandboxHandle{p: p, id: t.id, token: tok, env: c, tr: tr, fwd: fwd, waitDone: make(chan struct{})}
 	var ctx context.Context
 	ctx, h.stopWait = context.WithCancel(context.Background())
 	go h.follow(ctx)
 	return h, nil
 }
 
-// unseenGrace is how long a handle waits for the cache to show a pod it
-// was given before it takes the pod for gone.
-const unseenGrace = 30 * time.Second
-
-// follow waits for the pod to leave the cache or end, then cuts the data
-// plane so that no call waits on a dead pod.
+// follow waits for the sandbox to leave the cache or end, then cuts the
+// data plane so that no call waits on a dead pod.
 func (h *sandboxHandle) follow(ctx context.Context) {
 	defer close(h.waitDone)
-	var why string
-	seen, start := false, time.Now()
-	err := h.p.w.until(ctx, h.id, func(pod *corev1.Pod) (bool, error) {
-		switch {
-		case pod == nil && !seen && time.Since(start) < unseenGrace:
-			// Connect may have read a pod (GET) that the cache has yet to see.
-			return false, nil
-		case pod == nil:
-			why = "its pod was deleted"
-		case pod.DeletionTimestamp != nil:
-			why = "its pod is being deleted"
-		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
-			why = fmt.Sprintf("its pod ended (%s %s)", pod.Status.Reason, pod.Status.Message)
-		default:
-			seen = true
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
+	why := h.p.m.gone(ctx, h.id)
+	if why == "" {
 		return
 	}
 	h.gone.Store(&why)
@@ -191,37 +162,16 @@ func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
 	return h.wrap(h.env.Remove(ctx, path))
 }
 
-// SetTimeout rewrites the TTL annotation (one PATCH). The kubelet's
-// backstop, activeDeadlineSeconds, cannot be raised on a live pod, so a
-// deadline past it is refused.
+// SetTimeout moves the sandbox's TTL (one PATCH): the pod's annotation,
+// or the SandboxClaim's shutdownTime.
 func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return types.Errorf(types.InvalidArgument, "k8s set timeout: %v is not positive", d)
 	}
-	return h.p.setExpiry(ctx, h.id, time.Now().Add(d))
+	return h.p.m.setExpiry(ctx, h.id, time.Now().Add(d))
 }
 
-func (p *Provider) setExpiry(ctx context.Context, id string, at time.Time) error {
-	pod, err := p.live(ctx, id)
-	if err != nil {
-		return err
-	}
-	if pod.Spec.ActiveDeadlineSeconds != nil {
-		start := pod.CreationTimestamp.Time
-		if pod.Status.StartTime != nil {
-			start = pod.Status.StartTime.Time
-		}
-		if limit := start.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second); at.After(limit) {
-			return types.Errorf(types.InvalidArgument,
-				"k8s set timeout: %s is past the pod's backstop (activeDeadlineSeconds, %s); raise the provider's max lifetime", at.Format(time.RFC3339), limit.Format(time.RFC3339))
-		}
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annExpires: at.UTC().Format(time.RFC3339Nano)}}})
-	_, err = p.cs.CoreV1().Pods(p.opts.Namespace).Patch(ctx, id, k8stypes.MergePatchType, patch, metaPatchOpts)
-	return p.classifyNS(err, "set the ttl annotation")
-}
-
-// Delete deletes the pod.
+// Delete deletes the sandbox.
 func (h *sandboxHandle) Delete(ctx context.Context) error {
 	return h.p.Delete(ctx, h.id)
 }

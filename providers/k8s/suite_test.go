@@ -24,3 +24,19 @@ func TestSuite(t *testing.T) {
 		ExpiryGrace: 3 * time.Second,
 	})
 }
+
+// TestSuiteAgentSandbox runs the same suite in agent-sandbox mode: each
+// sandbox a SandboxClaim on a warm pool of two, given its pod by
+// agent-sandbox's controller (v0.5.0, built by build.sh with
+// BERTH_K8S_AGENT_SANDBOX=1) and backed by the node shim.
+func TestSuiteAgentSandbox(t *testing.T) {
+	ns := namespace(t)
+	o := claimOptions(t, ns, 2)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Open: func(t *testing.T) *sandbox.Provider {
+			return sandbox.NewProvider("k8s", openDriver(t, o))
+		},
+		Spec:        func() sandbox.Spec { return sandbox.Spec{Image: local.DefaultImage, TTL: 10 * time.Minute} },
+		ExpiryGrace: 3 * time.Second,
+	})
+}

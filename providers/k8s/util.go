@@ -4,12 +4,8 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
-var (
-	everything    = labels.Everything()
-	metaPatchOpts = metav1.PatchOptions{FieldManager: "berth"}
-)
+var metaPatchOpts = metav1.PatchOptions{FieldManager: "berth"}
 
 func slicesSort(s []string) { slices.Sort(s) }

@@ -41,6 +41,10 @@ type Capabilities struct {
 	// PortsAtCreate: Endpoint serves only the ports declared in
 	// Spec.Ports (Modal opens its tunnels at create).
 	PortsAtCreate bool `json:"ports_at_create,omitempty"`
+	// SharedState: sandboxes, their labels and TTLs live where every
+	// process of the provider sees them at once (a cluster's objects), so
+	// berth serve replicas can keep no state of their own.
+	SharedState bool `json:"shared_state,omitempty"`
 
 	// Derived from the driver's interfaces (driver.Derive).
 

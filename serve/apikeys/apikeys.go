@@ -3,6 +3,7 @@ package apikeys
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -90,6 +91,22 @@ func (kr *Keyring) Check(presented string) (id string, ok bool) {
 		}
 	}
 	return id, ok
+}
+
+// Derive returns HMAC-SHA256(the secret of the key whose ID is id, msg) in
+// hex, and false when no key has that ID. berth serve's replicas, which
+// share the key file and nothing else, derive each sandbox's access token
+// this way from its owner's key (the client that holds the key may get the
+// token anyway); the token reveals nothing of the key.
+func (kr *Keyring) Derive(id, msg string) (string, bool) {
+	for _, k := range kr.keys {
+		if k.id == id {
+			m := hmac.New(sha256.New, k.secret)
+			m.Write([]byte(msg))
+			return hex.EncodeToString(m.Sum(nil)), true
+		}
+	}
+	return "", false
 }
 
 // Load reads a key file: one key per line; blank lines and lines starting

@@ -119,3 +119,28 @@ func TestIDRevealsNothingUsable(t *testing.T) {
 		t.Fatalf("ID %q", id)
 	}
 }
+
+// A derived value depends on the key and the message, is the same from
+// every keyring that holds the key, and needs the key.
+func TestDerive(t *testing.T) {
+	a, _ := New("key_aaaaaaaaaaaaaaaa", "key_bbbbbbbbbbbbbbbb")
+	b, _ := New("key_bbbbbbbbbbbbbbbb")
+	ida, idb := ID("key_aaaaaaaaaaaaaaaa"), ID("key_bbbbbbbbbbbbbbbb")
+	x, ok1 := a.Derive(idb, "m1")
+	y, ok2 := b.Derive(idb, "m1")
+	if !ok1 || !ok2 || x != y || len(x) != 64 {
+		t.Fatalf("the same key and message: %q %v, %q %v", x, ok1, y, ok2)
+	}
+	if z, _ := a.Derive(idb, "m2"); z == x {
+		t.Errorf("another message derived the same value")
+	}
+	if z, _ := a.Derive(ida, "m1"); z == x {
+		t.Errorf("another key derived the same value")
+	}
+	if z, ok := b.Derive(ida, "m1"); ok || z != "" {
+		t.Errorf("a keyring without the key derived %q", z)
+	}
+	if strings.Contains(x, "key_bbbb") {
+		t.Errorf("the derived value shows the key")
+	}
+}

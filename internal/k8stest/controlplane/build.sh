@@ -11,13 +11,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 versions="k8s-v1.37.2_etcd-v3.7.3_kwok-v0.8.0_as-v0.5.0" # = k8stest.Versions
 out="${BERTH_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/berth-k8s/$versions}"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
-# The agent-sandbox controller (for the provider's agent-sandbox mode, not
-# built yet) only when asked: it costs about 5 minutes cold.
+# The agent-sandbox controller (for the provider's agent-sandbox mode) only
+# when asked: it costs about 5 CPU minutes cold.
 as="${BERTH_K8S_AGENT_SANDBOX:-0}"
 [[ $as == 1 ]] && bins+=(agent-sandbox-controller)
 complete=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
 [[ -f "$out/kwok-stages.yaml" ]] || complete=0
+[[ $as == 1 && ! -d "$out/agent-sandbox-crds" ]] && complete=0
 if [[ $complete == 1 ]]; then
 	echo "k8s control plane: up to date in $out"
 	exit 0

@@ -45,7 +45,7 @@ const (
 
 // agentEnv are the variables the agent reads and keeps out of the
 // environment of the commands it starts.
-var agentEnv = []string{EnvTokenSHA256, EnvUser, EnvDir, EnvPort}
+var agentEnv = []string{EnvTokenSHA256, EnvUser, EnvDir, EnvPort, EnvPooled}
 
 // TokenHash is the value of EnvTokenSHA256 for token.
 func TokenHash(token string) string {
@@ -81,21 +81,30 @@ func Main(ctx context.Context, o Options) error {
 	for _, k := range agentEnv {
 		env = dropEnv(env, k)
 	}
-	srv, err := envd.NewServer(envd.ServerOptions{
-		// The token check is Auth's, on every route: envd sees only
-		// authenticated calls.
-		DefaultUser: o.Getenv(EnvUser),
-		DefaultDir:  o.Getenv(EnvDir),
-		Env:         env,
-	})
-	if err != nil {
-		return fmt.Errorf("k8s agent: %w", err)
-	}
-	defer srv.Close()
-	if dir := o.Getenv(EnvDir); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("k8s agent: working directory: %w", err)
+	var handler http.Handler
+	if o.Getenv(EnvPooled) == "1" {
+		// A warm pod: the sandbox's settings come with its claim.
+		pl := &pooled{pool: want, make: envdFor(env)}
+		defer pl.Close()
+		handler = pl
+	} else {
+		srv, err := envd.NewServer(envd.ServerOptions{
+			// The token check is Auth's, on every route: envd sees only
+			// authenticated calls.
+			DefaultUser: o.Getenv(EnvUser),
+			DefaultDir:  o.Getenv(EnvDir),
+			Env:         env,
+		})
+		if err != nil {
+			return fmt.Errorf("k8s agent: %w", err)
 		}
+		defer srv.Close()
+		if dir := o.Getenv(EnvDir); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("k8s agent: working directory: %w", err)
+			}
+		}
+		handler = Auth(want, srv)
 	}
 	ln := o.Listener
 	if ln == nil {
@@ -121,7 +130,7 @@ func Main(ctx context.Context, o Options) error {
 		}
 	}
 	o.Logf("k8s agent: serving envd on %s", ln.Addr())
-	if err := httpserve.Serve(ctx, ln, Auth(want, srv), httpserve.Options{Grace: 2 * time.Second}); err != nil {
+	if err := httpserve.Serve(ctx, ln, handler, httpserve.Options{Grace: 2 * time.Second}); err != nil {
 		return fmt.Errorf("k8s agent: serve: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@
 // In bench mode it prints one JSON line of timings instead.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
 
 const sdkName = process.env.SDK || 'e2b'
 const mode = process.argv[2] || 'scenario'
@@ -20,6 +21,16 @@ async function listIds(query) {
     for (const s of await paginator.nextItems()) ids.push(s.sandboxId)
   }
   return ids
+}
+
+// halfway is where a test kills one of two server replicas
+// (providers/k8s TestServeReplicas): with HALFWAY_FILE set it prints
+// "halfway" and waits for that file to exist.
+async function halfway() {
+  const file = process.env.HALFWAY_FILE
+  if (!file) return
+  console.log('halfway')
+  while (!existsSync(file)) await sleep(50)
 }
 
 async function scenario() {
@@ -75,6 +86,7 @@ async function scenario() {
   await sbx.files.remove('/tmp/dir/a.txt')
   assert.equal(await sbx.files.exists('/tmp/dir/a.txt'), false)
   step('files write, read, list, exists, makeDir, remove')
+  await halfway()
 
   const big = randomBytes(5 << 20)
   await sbx.files.write('/tmp/big.bin', new Blob([big]))

@@ -1,0 +1,85 @@
+package k8s
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/berth-sh/berth/sandbox/types"
+)
+
+// Only Spec labels whose key is in an allowlisted domain (or below one)
+// are asked for the claim's pod; the claim keeps every valid one.
+func TestClaimPodLabels(t *testing.T) {
+	o := Options{Mode: ModeAgentSandbox, Config: nil}
+	o.ClaimLabelDomains = []string{"Sandbox.Users.io", "corp.example"}
+	o.Kubeconfig = "/nonexistent" // fill fails on the config after the options it checks
+	_ = o.fill()
+	m := &claimMode{p: &Provider{opts: o}}
+	spec := types.Spec{Labels: map[string]string{
+		"sandbox.users.io/trial": "t1", "team.sandbox.users.io/x": "y", "corp.example/a": "b", "Corp.example/c": "d",
+		"berth.sh/job": "j", "plain": "p", "notsandbox.users.io/z": "z", "sandbox.users.io/bad": "has spaces",
+	}}
+	got := m.podLabels(spec)
+	want := map[string]string{"sandbox.users.io/trial": "t1", "team.sandbox.users.io/x": "y", "corp.example/a": "b"}
+	if len(got) != len(want) {
+		t.Fatalf("pod labels %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("pod labels %v, want %v", got, want)
+		}
+	}
+	cl := claimLabels(spec)
+	if cl[labelManaged] != "true" || cl["berth.sh/job"] != "j" || cl["plain"] != "p" {
+		t.Errorf("claim labels %v", cl)
+	}
+	if _, ok := cl["sandbox.users.io/bad"]; ok {
+		t.Errorf("an invalid label value became a claim label")
+	}
+	bad := Options{ClaimLabelDomains: []string{"not a domain"}}
+	if err := bad.fill(); types.ClassOf(err) != types.InvalidArgument {
+		t.Errorf("a bad claim label domain: %v", err)
+	}
+	if err := (&Options{WarmPool: -1}).fill(); types.ClassOf(err) != types.InvalidArgument {
+		t.Errorf("a negative warm pool: %v", err)
+	}
+}
+
+// A claim is over when deleted, past its shutdownTime, expired by the
+// controller, or when its pod ended; shutdown times round up to a second.
+func TestClaimEnded(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *extv1beta1.Lifecycle {
+		st := metav1.NewTime(now.Add(d))
+		return &extv1beta1.Lifecycle{ShutdownTime: &st, ShutdownPolicy: extv1beta1.ShutdownPolicyDelete}
+	}
+	del := metav1.NewTime(now)
+	for _, tt := range []struct {
+		name  string
+		claim extv1beta1.SandboxClaim
+		ended bool
+	}{
+		{"live", extv1beta1.SandboxClaim{Spec: extv1beta1.SandboxClaimSpec{Lifecycle: at(time.Minute)}}, false},
+		{"past shutdown", extv1beta1.SandboxClaim{Spec: extv1beta1.SandboxClaimSpec{Lifecycle: at(-time.Second)}}, true},
+		{"deleted", extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &del}}, true},
+		{"pod ended", extv1beta1.SandboxClaim{Status: extv1beta1.SandboxClaimStatus{Conditions: []metav1.Condition{
+			{Type: "Finished", Status: metav1.ConditionTrue, Reason: "PodFailed"}}}}, true},
+		{"expired", extv1beta1.SandboxClaim{Status: extv1beta1.SandboxClaimStatus{Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ClaimExpired"}}}}, true},
+		{"not ready yet", extv1beta1.SandboxClaim{Status: extv1beta1.SandboxClaimStatus{Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "SandboxNotReady"}}}}, false},
+	} {
+		if got := claimEnded(&tt.claim, now) != ""; got != tt.ended {
+			t.Errorf("%s: ended %v, want %v", tt.name, got, tt.ended)
+		}
+	}
+	if got := ceilSecond(now.Add(time.Millisecond)); !got.Equal(now.Add(time.Second)) {
+		t.Errorf("ceilSecond rounded to %v", got)
+	}
+	if got := ceilSecond(now); !got.Equal(now) {
+		t.Errorf("ceilSecond moved a whole second to %v", got)
+	}
+}
