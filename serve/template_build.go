@@ -41,7 +41,11 @@ func (t *templates) start(keyID string, b *build, r *recipe) (int, error) {
 func (t *templates) run(keyID string, b *build, r *recipe) {
 	defer t.wg.Done()
 	start := time.Now()
-	out, result, err := t.buildInTurn(keyID, b, r)
+	out, result, release, err := t.buildInTurn(keyID, b, r)
+	// The turn is given back after the outcome is recorded (defers run in
+	// reverse: t.mu first): a build of the same alias waiting for it must
+	// find this one's image in the cache, not build again.
+	defer release()
 	if err != nil {
 		err = t.explain(r, err)
 		b.log.add("error", stepOfErr(r, err), err.Error())
@@ -79,9 +83,11 @@ func (t *templates) run(keyID string, b *build, r *recipe) {
 // buildInTurn waits for the template's other builds, then builds r unless
 // the template, or another template of the key, is built from the same
 // content already (a cache hit, which starts nothing). result is "built",
-// "cached" or "failed".
-func (t *templates) buildInTurn(keyID string, b *build, r *recipe) (builtImage, string, error) {
+// "cached" or "failed". release gives the template's turn back; the
+// caller calls it once the outcome is recorded.
+func (t *templates) buildInTurn(keyID string, b *build, r *recipe) (out builtImage, result string, release func(), err error) {
 	tm := b.tmpl
+	release = func() {}
 	select {
 	case tm.turn <- struct{}{}:
 	default:
@@ -89,10 +95,10 @@ func (t *templates) buildInTurn(keyID string, b *build, r *recipe) (builtImage, 
 		select {
 		case tm.turn <- struct{}{}:
 		case <-t.ctx.Done():
-			return builtImage{}, "failed", sandbox.Errorf(sandbox.Unavailable, "the server shut down before the build started")
+			return builtImage{}, "failed", release, sandbox.Errorf(sandbox.Unavailable, "the server shut down before the build started")
 		}
 	}
-	defer func() { <-tm.turn }()
+	release = func() { <-tm.turn }
 	digest := r.digest(keyID)
 	t.mu.Lock()
 	b.status, b.digest = statusBuilding, digest
@@ -107,18 +113,18 @@ func (t *templates) buildInTurn(keyID string, b *build, r *recipe) (builtImage, 
 	t.mu.Unlock()
 	if cached {
 		b.log.add("info", "", "cache hit: "+tm.alias+" is built from the same steps and files already (image "+hit.image+"); nothing to build")
-		return hit, "cached", nil
+		return hit, "cached", release, nil
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.opts.BuildTimeout)
 	defer cancel()
-	out, err := t.buildImage(ctx, keyID, b, r)
+	out, err = t.buildImage(ctx, keyID, b, r)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = sandbox.Errorf(sandbox.DeadlineExceeded, "the build took longer than this server's limit of %v: %v", t.opts.BuildTimeout, err)
 	}
 	if err != nil {
-		return builtImage{}, "failed", err
+		return builtImage{}, "failed", release, err
 	}
-	return out, "built", nil
+	return out, "built", release, nil
 }
 
 // buildImage writes the build context (the Dockerfile and each COPY's
