@@ -44,7 +44,7 @@ func (g *gymFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&g.sampleTimeout, "sample-timeout", rollout.DefaultGymSampleTimeout, "--connector nemo-gym: wall-clock limit of one sample's /run, retries included")
 	f.Float64Var(&g.topP, "top-p", 0, "--connector nemo-gym: top_p sent in responses_create_params (default: Gym's)")
 	f.StringVar(&g.sessionAddr, "session-addr", "127.0.0.1:0", "with --engine: where the in-process session server listens, host:port (beyond loopback, with a key made up for the run)")
-	f.StringVar(&g.externalURL, "external-url", "", "the session server's URL as the harness's host reaches it (e.g. http://trainer-0:30000); policy_base_url is built on it")
+	f.StringVar(&g.externalURL, "external-url", "", "the session server's URL as the harness reaches it (e.g. http://trainer-0:30000): Gym's policy_base_url, or -a command's endpoint where the sandbox has no reverse port")
 }
 
 // onlyGym refuses the nemo-gym flags on a Harbor rollout.
