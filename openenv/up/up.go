@@ -129,10 +129,16 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 
 // launchScript starts $BERTH_UP_CMD detached, its output in the log, and
 // records its pid. setsid puts it out of the exec's session, whose end
-// some providers answer by killing the group.
+// some providers answer by killing the group (Daytona deletes the
+// command's session): the server writes its own pid once it is out, and
+// the script waits for that before it ends, or a loaded machine could end
+// the exec, and kill the group, before the child got to setsid.
 const launchScript = `s=; command -v setsid >/dev/null 2>&1 && s=setsid
-$s sh -c "$BERTH_UP_CMD" >` + LogPath + ` 2>&1 </dev/null &
-echo $! >` + pidPath
+rm -f ` + pidPath + `
+$s sh -c 'echo $$ >` + pidPath + `.new && mv ` + pidPath + `.new ` + pidPath + ` && exec sh -c "$BERTH_UP_CMD"' >` + LogPath + ` 2>&1 </dev/null &
+i=0
+while [ ! -s ` + pidPath + ` ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+[ -s ` + pidPath + ` ] || { echo "the server did not start within 30 s" >&2; exit 1; }`
 
 func (e *Env) launch(ctx context.Context) error {
 	env := map[string]string{}
