@@ -115,10 +115,21 @@ func (f *Far) Listen(t testing.TB, marker string) int {
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	var listen func()
+	listen = func() {
 		// The thread enters the namespace and is never unlocked: it ends
 		// with this goroutine rather than run others in the wrong one.
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Never the main thread: Go parks a locked main thread when
+			// its goroutine ends instead of ending it, and the process's
+			// /proc/self/net (the tests' view of the host's sockets) would
+			// show the far namespace for good. Start again on another
+			// thread; this one, still locked, is parked when the goroutine
+			// ends, in the host's namespace.
+			go listen()
+			return
+		}
 		fd, err := unix.Open("/run/netns/"+f.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			ch <- result{err: err}
@@ -131,7 +142,8 @@ func (f *Far) Listen(t testing.TB, marker string) int {
 		}
 		ln, err := net.Listen("tcp4", ":0")
 		ch <- result{ln, err}
-	}()
+	}
+	go listen()
 	res := <-ch
 	if res.err != nil {
 		t.Fatalf("listen in %s: %v", f.NS, res.err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,14 +182,18 @@ func TestEndpointListensOnLoopbackOnly(t *testing.T) {
 		t.Fatalf("endpoint %v: want a local listener on 127.0.0.1", ep)
 	}
 	n, _ := strconv.Atoi(port)
-	tables, err := os.ReadFile("/proc/net/tcp")
+	// This thread's table: /proc/net is the main thread's, which another
+	// test's namespace helper might have left elsewhere.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tables, err := os.ReadFile("/proc/thread-self/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(tables), fmt.Sprintf("0100007F:%04X 00000000:0000 0A", n)) {
 		t.Fatalf("no listening socket 127.0.0.1:%d in the host's /proc/net/tcp", n)
 	}
-	tables6, _ := os.ReadFile("/proc/net/tcp6")
+	tables6, _ := os.ReadFile("/proc/thread-self/net/tcp6")
 	if strings.Contains(string(tables6), fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", n)) {
 		t.Fatalf("port %d listens on IPv6 too", n)
 	}
