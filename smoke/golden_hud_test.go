@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/providers/modal/modaltest"
@@ -38,15 +38,7 @@ func TestGoldenHUD(t *testing.T) {
 // berth serve over the local provider.
 func e2bThroughServe(t *testing.T) registry.Environ {
 	t.Helper()
-	testbin.NeedLocal(t)
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := localtest.Open(t)
 	backend := sandbox.NewProvider("local", d)
 	key := apikeys.Generate()
 	keys, err := apikeys.New(key)

@@ -14,7 +14,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/harbortest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -25,15 +25,7 @@ import (
 
 func localProvider(t *testing.T) *sandbox.Provider {
 	t.Helper()
-	testbin.NeedLocal(t)
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := localtest.Open(t)
 	p := sandbox.NewProvider("local", d)
 	t.Cleanup(func() {
 		if ids, _ := d.Reap(context.Background()); len(ids) > 0 {

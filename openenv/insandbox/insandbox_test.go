@@ -11,6 +11,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/insandbox"
@@ -30,12 +31,8 @@ type launched struct {
 
 func launch(t *testing.T) *launched {
 	t.Helper()
-	testbin.NeedLocal(t)
-	agent, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := local.New(local.Options{StateDir: t.TempDir(), AgentBinary: agent})
+	d := localtest.Open(t)
+	agent, err := testbin.Agent() // built already: Open's init, uploaded as the server too
 	if err != nil {
 		t.Fatal(err)
 	}
