@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -73,8 +71,7 @@ your own network controls.`,
 			if len(o.Tasks) == 0 {
 				return usageError(fmt.Errorf("no runnable task under %s", tasksDir))
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			name := a.backendName(backend)
 			p, err := a.openWith(ctx, name, map[string]string{})
 			if err != nil {

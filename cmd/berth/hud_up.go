@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,8 +51,7 @@ it works while "berth hud up" runs.`,
 			o.Network.Mode = sandbox.NetworkMode(network)
 			o.Output = a.stderr
 			o.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			p, err := a.open(ctx, backend)
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -55,7 +56,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, env registry.
 		stderr: stderr,
 		euid:   os.Geteuid,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM ends a command as Ctrl-C does (teardown runs). It is caught
+	// here, before any command prints an address a caller may answer with
+	// SIGTERM at once, so no command dies with its sandbox still up.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return a.execute(ctx, args)
 }

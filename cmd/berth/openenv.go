@@ -4,10 +4,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,8 +96,7 @@ keeps others out, --insecure-no-auth serves it without keys.`,
 			if err != nil {
 				return usageError(err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			name := a.backendName(backend)
 			knobs := map[string]string{}
 			if f.Changed("pool") || !a.env.Set(registry.PoolSizeVar) {

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,8 +58,7 @@ serves it, and "berth smoke --connector openenv" runs it in the sandbox.`,
 			if err != nil {
 				return usageError(err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			p, err := a.open(ctx, backend)
 			if err != nil {
 				return err

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os/signal"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -129,11 +127,9 @@ func (a *app) connect(ctx context.Context, backend, id string) (*sandbox.Sandbox
 	return sb, func() { sb.Close(); p.Close() }, nil
 }
 
-// waitInterrupt blocks until Ctrl-C (the root context) or SIGTERM; both
-// are a normal end.
+// waitInterrupt blocks until Ctrl-C or SIGTERM (both end the root
+// context); either is a normal end.
 func waitInterrupt(ctx context.Context) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	return nil
 }

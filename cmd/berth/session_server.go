@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,8 +67,7 @@ a Bearer key) reaches it at --external-url: POST /sessions then answers
 			} else if !loopback(addr) && !insecure {
 				return usageError(fmt.Errorf("--addr %s is not loopback: give --api-keys FILE (or --insecure-no-auth)", addr))
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			stopEngine, err := sf.options(a, &o, map[string]func(*tito.Codec) (testengine.Script, error){
 				testEngineURL: func(*tito.Codec) (testengine.Script, error) { return testengine.Echo, nil },
 			})
