@@ -180,10 +180,28 @@ func (m *claimMode) allowedDomain(key string) bool {
 	return false
 }
 
-// ready waits on the informer for the claim to report a ready pod.
+// ready waits on the informer for the claim to report a ready pod. The
+// controller names the warm sandbox it adopts (and so its pod) on the claim
+// a few API writes before it reports the claim ready; the port-forward to
+// that pod is dialled from then on, so a warm claim's first call to its
+// agent does not wait for the API server's upgrade. Only the pod the
+// ready claim reports is used.
 func (m *claimMode) ready(ctx context.Context, id string) (target, error) {
 	r := &claimReadiness{name: id}
-	if err := m.w.until(ctx, id, r.check); err != nil {
+	var pre *forwarder
+	check := func(c *extv1beta1.SandboxClaim) (bool, error) {
+		if c != nil && pre == nil {
+			if name := c.Annotations[extv1beta1.AssignedSandboxNameAnnotation]; name != "" {
+				pre = m.p.predial(ctx, name)
+			}
+		}
+		return r.check(c)
+	}
+	err := m.w.until(ctx, id, check)
+	if err != nil && pre != nil {
+		pre.Close()
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return target{}, types.Errorf(types.DeadlineExceeded, "k8s: sandbox claim %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
 		}
@@ -191,8 +209,12 @@ func (m *claimMode) ready(ctx context.Context, id string) (target, error) {
 	}
 	c := m.w.get(id)
 	t := claimTarget(c)
+	t.fwd = pre // agentTransport closes it if the claim reports another pod
 	key, err := m.p.keys.get(ctx)
 	if err != nil {
+		if pre != nil {
+			pre.Close()
+		}
 		return target{}, err
 	}
 	t.poolToken = poolToken(key, c.Annotations[annTemplate])

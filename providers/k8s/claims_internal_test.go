@@ -83,3 +83,28 @@ func TestClaimEnded(t *testing.T) {
 		t.Errorf("ceilSecond moved a whole second to %v", got)
 	}
 }
+
+// A port-forward dialled ahead for the pod a claim named while the
+// controller worked is used only for that pod: when the ready claim
+// reports another one, the early session is closed and a new one is made
+// for the reported pod, so no call reaches a pod the claim does not own.
+func TestPredialOnlyForTheReportedPod(t *testing.T) {
+	p := &Provider{}
+	pre := &forwarder{p: p, name: "warm-a"}
+	_, c := p.agentTransport("warm-a", "", pre)
+	if c != pre || pre.closed {
+		t.Fatalf("the early session to the reported pod was not used")
+	}
+	other := &forwarder{p: p, name: "warm-a"}
+	_, c = p.agentTransport("warm-b", "", other)
+	f, ok := c.(*forwarder)
+	if !ok || f == other || f.name != "warm-b" {
+		t.Fatalf("transport for warm-b goes through %+v", c)
+	}
+	if !other.closed {
+		t.Errorf("the early session to warm-a was left open")
+	}
+	if (&Provider{opts: Options{Dial: DialPodIP}}).predial(t.Context(), "x") != nil {
+		t.Errorf("predial made a port-forward where agents are dialled by pod IP")
+	}
+}

@@ -25,7 +25,8 @@ import (
 
 // agentTransport returns the HTTP transport that reaches a pod's agent:
 // straight to the pod IP, or through the API server's port-forward.
-func (p *Provider) agentTransport(pod, podIP string) (*http.Transport, io.Closer) {
+// A forwarder already dialling pod (predial) is used rather than a new one.
+func (p *Provider) agentTransport(pod, podIP string, pre *forwarder) (*http.Transport, io.Closer) {
 	t := &http.Transport{
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
@@ -40,9 +41,28 @@ func (p *Provider) agentTransport(pod, podIP string) (*http.Transport, io.Closer
 		}
 		return t, io.NopCloser(nil)
 	}
-	f := &forwarder{p: p, name: pod}
+	f := pre
+	if f == nil || f.name != pod {
+		if f != nil {
+			f.Close()
+		}
+		f = &forwarder{p: p, name: pod}
+	}
 	t.DialContext = f.dial
 	return t, f
+}
+
+// predial starts the port-forward session to pod in the background and
+// returns its forwarder (nil when agents are dialled by pod IP). Opening
+// the session hands the pod nothing: it only takes the API server's
+// upgrade off the path of the first call.
+func (p *Provider) predial(ctx context.Context, pod string) *forwarder {
+	if p.opts.Dial == DialPodIP {
+		return nil
+	}
+	f := &forwarder{p: p, name: pod}
+	go func() { _, _ = f.session(ctx) }()
+	return f
 }
 
 // forwarder is one port-forward session (one upgraded connection to the

@@ -64,7 +64,7 @@ func AgentStatus(ctx context.Context, p *Provider, id, tok, method, path string,
 	if err != nil {
 		return 0, err
 	}
-	tr, fwd := p.agentTransport(t.pod, t.podIP)
+	tr, fwd := p.agentTransport(t.pod, t.podIP, nil)
 	defer fwd.Close()
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, method, baseURL+path, strings.NewReader(body))

@@ -69,6 +69,9 @@ type target struct {
 	// poolToken, when set, is the token of a warm pod's agent that has yet
 	// to take its sandbox's settings (agent-sandbox mode).
 	poolToken string
+	// fwd, when set, is a port-forward to pod already dialling (a warm
+	// claim's, opened while the controller finished the claim).
+	fwd *forwarder
 }
 
 // New connects to the cluster, starts (or shares) the process's informer

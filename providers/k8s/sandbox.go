@@ -47,7 +47,7 @@ func tokenHash(key []byte, name string) string { return podagent.TokenHash(token
 // in the cache, so that calls fail at once with the reason when it goes.
 func (p *Provider) handle(t target, key []byte) (*sandboxHandle, error) {
 	tok := token(key, t.id)
-	tr, fwd := p.agentTransport(t.pod, t.podIP)
+	tr, fwd := p.agentTransport(t.pod, t.podIP, t.fwd)
 	opts := []envd.ClientOption{envd.WithAccessToken(tok)}
 	if t.user != "" {
 		opts = append(opts, envd.WithUser(t.user))
