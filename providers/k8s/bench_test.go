@@ -60,7 +60,10 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 // BenchmarkCreateReady is create to ready, one at a time, backed by the
 // node shim (a real local sandbox each, reached through port-forward): p50
-// and p95, and the API requests each create+ready+delete costs. pod: a
+// and p95, and the API requests each create+ready+delete costs. Each
+// create starts on a settled cluster (settle): the teardown of the one
+// before it, and of an earlier arm's namespace, would otherwise run on
+// the same 2 cores during the timed create of one arm and not another. pod: a
 // plain Pod each. claim-warm: an agent-sandbox SandboxClaim on a warm pool
 // of 4 that is full before each create (the refill after each delete is
 // not timed), the sandbox's settings handed to the warm agent after the
@@ -101,6 +104,7 @@ func createReady(b *testing.B, o k8s.Options, before func()) {
 	var requests int64
 	b.ResetTimer()
 	for b.Loop() {
+		settle(b, o.Namespace)
 		if before != nil {
 			before()
 		}
@@ -121,6 +125,49 @@ func createReady(b *testing.B, o k8s.Options, before func()) {
 	b.ReportMetric(float64(percentile(lat, 0.50).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.95).Milliseconds()), "p95-ms")
 	b.ReportMetric(float64(requests)/float64(len(lat)), "api-requests/sandbox")
+}
+
+// settle waits, untimed, until the cluster is at rest: no namespace
+// terminating, no pod being deleted, and no sandbox's pod left in ns (a
+// warm pool's unclaimed pods stay).
+func settle(tb testing.TB, ns string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		rest, err := atRest(ctx, ns)
+		if err == nil && rest {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("the cluster did not come to rest: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func atRest(ctx context.Context, ns string) (bool, error) {
+	nss, err := cluster.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, n := range nss.Items {
+		if n.Status.Phase == corev1.NamespaceTerminating {
+			return false, nil
+		}
+	}
+	pods, err := cluster.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods.Items {
+		warm := p.Labels["berth.sh/template"] != "" && p.Labels[claimUIDLabel] == ""
+		if p.DeletionTimestamp != nil || (p.Namespace == ns && !warm) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // kwokNodes registers n kwok-managed nodes labelled berth.sh/kwok=true.

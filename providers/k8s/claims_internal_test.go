@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
@@ -106,5 +107,26 @@ func TestPredialOnlyForTheReportedPod(t *testing.T) {
 	}
 	if (&Provider{opts: Options{Dial: DialPodIP}}).predial(t.Context(), "x") != nil {
 		t.Errorf("predial made a port-forward where agents are dialled by pod IP")
+	}
+}
+
+// One pod shape is one pool per namespace, under a name no other
+// namespace's pool has: agent-sandbox's controller queues warm sandboxes by
+// pool name alone, and a pool of the same name deleted elsewhere would
+// empty this one's queue.
+func TestTemplateNamePerNamespace(t *testing.T) {
+	ps := corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox", Image: "img"}}}
+	a, b := templateName("team-a", ps, "none"), templateName("team-b", ps, "none")
+	if a == b {
+		t.Fatalf("namespaces team-a and team-b share pool name %s", a)
+	}
+	if again := templateName("team-a", ps, "none"); again != a {
+		t.Errorf("the same shape in the same namespace is %s and %s", a, again)
+	}
+	if other := templateName("team-a", ps, "public"); other == a {
+		t.Errorf("another network shares pool %s", a)
+	}
+	if len(a) > 63 {
+		t.Errorf("pool name %q is not a valid label value", a)
 	}
 }

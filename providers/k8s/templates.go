@@ -42,18 +42,19 @@ type ensured struct {
 // and takes a sandbox's settings after the claim. A template or pool that
 // exists is left as it is (AlreadyExists from another process is success):
 // its name is its content.
+//
+// The namespace is part of the hash: agent-sandbox v0.5's controller keeps
+// its queue of warm sandboxes by pool name alone, and the deletion of a
+// pool in one namespace drops the queue of every pool of that name, so a
+// pool whose name another namespace also used would hand its claims no
+// warm sandbox (each one a cold start) until it refilled.
 func (m *claimMode) ensureTemplate(ctx context.Context, spec types.Spec, key []byte, network string) (string, error) {
 	p := m.p
 	ps, err := p.podSpec(types.Spec{Image: spec.Image, Resources: spec.Resources, User: uidOnly(spec.User)}, p.image(spec.Image), nil)
 	if err != nil {
 		return "", types.Errorf(types.InvalidArgument, "k8s: %w", err)
 	}
-	shape, _ := json.Marshal(struct {
-		Spec    corev1.PodSpec `json:"spec"`
-		Network string         `json:"network"`
-	}{ps, network})
-	sum := sha256.Sum256(shape)
-	name := "berth-" + hex.EncodeToString(sum[:])[:16]
+	name := templateName(p.opts.Namespace, ps, network)
 	m.mu.Lock()
 	e, ok := m.templates[name]
 	if !ok {
@@ -122,6 +123,17 @@ func (m *claimMode) createTemplate(ctx context.Context, name string, ps corev1.P
 		return m.p.classifyNS(err, "create sandbox warm pool")
 	}
 	return nil
+}
+
+// templateName names the template and pool of a pod shape in a namespace.
+func templateName(namespace string, ps corev1.PodSpec, network string) string {
+	shape, _ := json.Marshal(struct {
+		Namespace string         `json:"namespace"`
+		Spec      corev1.PodSpec `json:"spec"`
+		Network   string         `json:"network"`
+	}{namespace, ps, network})
+	sum := sha256.Sum256(shape)
+	return "berth-" + hex.EncodeToString(sum[:])[:16]
 }
 
 // poolToken is the token of the warm pods of a template: "/" never occurs
