@@ -86,13 +86,13 @@ func BenchmarkRolloutLocal(b *testing.B) {
 
 	for i := 0; i < b.N; i++ {
 		jobs := b.TempDir()
-		start := time.Now()
+		start, cpu0 := time.Now(), benchstat.CPU()
 		res, err := rollout.Run(context.Background(), rollout.Config{
 			Job:      job.Config{JobName: "bench", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: conc, NAttempts: trials},
 			Terminus: terminus.Options{Model: "policy"},
 			Strict:   true,
 		}, rollout.Options{Registry: reg, Env: env, Sessions: &session.Client{BaseURL: ts.URL}})
-		wall := time.Since(start)
+		wall, cpu := time.Since(start), benchstat.CPU()-cpu0
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,6 +106,7 @@ func BenchmarkRolloutLocal(b *testing.B) {
 		b.ReportMetric(benchstat.Percentile(turn, 0.5), "ms-turn-p50")
 		b.ReportMetric(benchstat.Percentile(turn, 0.95), "ms-turn-p95")
 		b.ReportMetric(benchstat.Percentile(own, 0.5), "ms-rollout-only-p50")
+		benchstat.ReportCPU(b, cpu, trials, conc, "episode")
 		b.Logf("%d rollouts at -n %d: %.1f s; berth per episode p50 %.1f ms p95 %.1f ms (rollout-only p50 %.1f ms p95 %.1f ms); per turn p50 %.2f ms p95 %.2f ms (%d turns); phases %+v",
 			trials, conc, wall.Seconds(), benchstat.Percentile(ep, 0.5), benchstat.Percentile(ep, 0.95), benchstat.Percentile(own, 0.5), benchstat.Percentile(own, 0.95), benchstat.Percentile(turn, 0.5), benchstat.Percentile(turn, 0.95), len(turn), res.Summary.Phases)
 	}

@@ -1,6 +1,7 @@
 // Package benchstat holds what berth's benchmarks share to report their
-// numbers: percentiles of a sample and the environment variables that size
-// a run. Import it only from benchmarks.
+// numbers: percentiles of a sample, the environment variables that size a
+// run, and the machine's CPU time a run cost. Import it only from
+// benchmarks.
 package benchstat
 
 import (
