@@ -23,34 +23,56 @@ import (
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// agentTransport returns the HTTP transport that reaches a pod's agent:
-// straight to the pod IP, or through the API server's port-forward.
-// A forwarder already dialling pod (predial) is used rather than a new one.
-func (p *Provider) agentTransport(pod, podIP string, pre *forwarder) (*http.Transport, io.Closer) {
+// podDialer connects to a port of a sandbox's pod: the pod IP, or a
+// stream pair of its port-forward session.
+type podDialer interface {
+	dialPort(ctx context.Context, port int) (net.Conn, error)
+	io.Closer
+}
+
+// agentTransport returns the HTTP transport that reaches a pod's agent,
+// and the pod's dialer under it: straight to the pod IP, or through the
+// API server's port-forward. A forwarder already dialling pod (predial) is
+// used rather than a new one.
+func (p *Provider) agentTransport(pod, podIP string, pre *forwarder) (*http.Transport, podDialer) {
 	t := &http.Transport{
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	if p.opts.Dial == DialPodIP {
-		addr := net.JoinHostPort(podIP, strconv.Itoa(podagent.Port))
-		var d net.Dialer
-		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr)
+	var d podDialer
+	switch {
+	case p.opts.Dial == DialPodIP:
+		if pre != nil {
+			pre.Close()
 		}
-		return t, io.NopCloser(nil)
-	}
-	f := pre
-	if f == nil || f.name != pod {
-		if f != nil {
-			f.Close()
+		d = podIPDialer(podIP)
+	case pre != nil && pre.name == pod:
+		d = pre
+	default:
+		if pre != nil {
+			pre.Close()
 		}
-		f = &forwarder{p: p, name: pod}
+		d = &forwarder{p: p, name: pod}
 	}
-	t.DialContext = f.dial
-	return t, f
+	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.dialPort(ctx, podagent.Port) }
+	return t, d
 }
+
+// podIPDialer dials the pod's IP, for a provider inside the cluster.
+type podIPDialer string
+
+func (ip podIPDialer) dialPort(ctx context.Context, port int) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(string(ip), strconv.Itoa(port)))
+	if err != nil {
+		return nil, types.Errorf(types.Unavailable, "k8s: %w", err)
+	}
+	return c, nil
+}
+
+func (podIPDialer) Close() error { return nil }
 
 // predial starts the port-forward session to pod in the background and
 // returns its forwarder (nil when agents are dialled by pod IP). Opening
@@ -152,15 +174,17 @@ func forbidden(err error) bool {
 		strings.Contains(err.Error(), "is forbidden") || strings.Contains(err.Error(), "Unauthorized")
 }
 
-// dial opens one stream pair to the agent's port.
-func (f *forwarder) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+// dialPort opens one stream pair to port; the kubelet connects it to
+// 127.0.0.1:port in the pod's network namespace. A port nobody listens on
+// ends the stream, and the error stream says so (streamConn.Read).
+func (f *forwarder) dialPort(ctx context.Context, port int) (net.Conn, error) {
 	conn, err := f.session(ctx)
 	if err != nil {
 		return nil, err
 	}
 	h := http.Header{}
 	h.Set(corev1.StreamType, corev1.StreamTypeError)
-	h.Set(corev1.PortHeader, strconv.Itoa(podagent.Port))
+	h.Set(corev1.PortHeader, strconv.Itoa(port))
 	h.Set(corev1.PortForwardRequestIDHeader, strconv.FormatInt(f.ids.Add(1), 10))
 	errStream, err := conn.CreateStream(h)
 	if err != nil {
@@ -223,6 +247,11 @@ func (c *streamConn) Read(b []byte) (int, error) {
 }
 
 func (c *streamConn) Write(b []byte) (int, error) { return c.data.Write(b) }
+
+// CloseWrite ends this side of the data stream (a FIN frame) and leaves the
+// other side open: a client that half-closes a port's connection still
+// gets the rest of the answer (portproxy.Join passes half-closes on).
+func (c *streamConn) CloseWrite() error { return c.data.Close() }
 
 func (c *streamConn) Close() error {
 	c.closeOnce.Do(func() {

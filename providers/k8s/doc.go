@@ -51,6 +51,12 @@
 // port-forward, WebSocket first and SPDY as the fallback (dial.go), one
 // upgraded session per sandbox carrying a stream pair per connection.
 //
+// Ports (ports.go) ride the same channel: DialPort is a stream pair to any
+// port of the pod (or its pod IP), and Endpoint a loopback listener of the
+// process carrying each connection through it, as kubectl port-forward
+// does. No Service is made per sandbox; the kubelet connects inside the
+// pod's network namespace, so a network-none pod's ports work too.
+//
 // # Networks
 //
 // none, public and allowlist become one NetworkPolicy per distinct setting,

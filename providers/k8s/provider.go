@@ -113,6 +113,7 @@ func capabilities(maxLife time.Duration) types.Capabilities {
 		GPUs:         true,
 		MaxTTL:       maxLife,
 		SharedState:  true,
+		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/portproxy"
 	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
@@ -33,7 +34,8 @@ type sandboxHandle struct {
 	token string
 	env   *envd.Client
 	tr    *http.Transport
-	fwd   io.Closer
+	fwd   podDialer // the pod's ports, the agent's among them
+	ports portproxy.Endpoints
 
 	gone     atomic.Pointer[string] // why the pod went, once it has
 	stopWait context.CancelFunc
@@ -192,6 +194,7 @@ func (h *sandboxHandle) Close() error {
 		h.stopWait()
 		<-h.waitDone
 		_ = h.env.Close()
+		h.closePorts()
 		h.fwd.Close()
 		h.tr.CloseIdleConnections()
 	})

@@ -25,9 +25,10 @@ const forwardDialTimeout = 10 * time.Second
 // ports is what a handle keeps open for Endpoint and Forward; Close of
 // the handle closes it all.
 type ports struct {
+	endpoints portproxy.Endpoints
+
 	mu       sync.Mutex
 	closed   bool
-	lns      map[types.Port]*portproxy.Listener
 	forwards map[*forwarding]struct{}
 }
 
@@ -49,28 +50,7 @@ func (h *sandboxHandle) Endpoint(ctx context.Context, port types.Port) (types.En
 	if _, err := h.p.readMeta(h.id); err != nil {
 		return types.Endpoint{}, err
 	}
-	h.ports.mu.Lock()
-	defer h.ports.mu.Unlock()
-	if h.ports.closed {
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "sandbox handle is closed")
-	}
-	ln := h.ports.lns[port]
-	if ln == nil {
-		var err error
-		ln, err = portproxy.Listen(func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port.Number) }, port.Protocol)
-		if err != nil {
-			return types.Endpoint{}, err
-		}
-		if h.ports.lns == nil {
-			h.ports.lns = map[types.Port]*portproxy.Listener{}
-		}
-		h.ports.lns[port] = ln
-	}
-	scheme := "http://"
-	if port.Protocol == types.PortTCP {
-		scheme = "tcp://"
-	}
-	return types.Endpoint{URL: scheme + ln.Addr(), Protocol: port.Protocol, Local: true}, nil
+	return h.ports.endpoints.Endpoint(port, h.DialPort)
 }
 
 // Forward has the agent listen on the port inside the sandbox and, for
@@ -100,14 +80,12 @@ func (h *sandboxHandle) Forward(ctx context.Context, port int, hostAddr string) 
 
 // closePorts closes the handle's endpoints and forwardings.
 func (h *sandboxHandle) closePorts() {
+	h.ports.endpoints.Close()
 	h.ports.mu.Lock()
 	h.ports.closed = true
-	lns, fws := h.ports.lns, h.ports.forwards
-	h.ports.lns, h.ports.forwards = nil, nil
+	fws := h.ports.forwards
+	h.ports.forwards = nil
 	h.ports.mu.Unlock()
-	for _, ln := range lns {
-		ln.Close()
-	}
 	for f := range fws {
 		f.Close()
 	}

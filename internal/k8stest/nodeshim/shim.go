@@ -497,12 +497,18 @@ func (f forwarder) PortForward(ctx context.Context, _ string, _ string, port int
 		return err
 	}
 	defer c.Close()
+	// Both directions run to their end, as the kubelet's runtimes do: each
+	// side's half-close is passed on to the other (the stream's Close is
+	// its FIN), and the answer still flows back after the client's.
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(c, stream); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(stream, c); done <- struct{}{} }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	go func() { _, _ = io.Copy(c, stream); _ = c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stream, c); _ = stream.Close(); done <- struct{}{} }()
+	for range 2 {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	return nil
 }
