@@ -33,7 +33,8 @@ import (
 //	go test ./openenv/tbench2 -run '^$' -bench HostedEpisodes -benchtime 1x -timeout 30m
 //
 // BERTH_BENCH_EPISODES and BERTH_BENCH_CONCURRENCY override 200 and 16;
-// BERTH_BENCH_POOL sets BERTH_POOL_SIZE (unset: the server's default, 2).
+// BERTH_BENCH_POOL sets BERTH_POOL_SIZE (unset: the server's default, 2);
+// BERTH_RUNTIME picks the OCI runtime as it does for berth.
 func BenchmarkHostedEpisodes(b *testing.B) {
 	episodes, conc := benchstat.EnvInt("BERTH_BENCH_EPISODES", 200), benchstat.EnvInt("BERTH_BENCH_CONCURRENCY", 16)
 	hs, _ := hostedLocal(b, conc)
@@ -113,6 +114,9 @@ func hostedLocal(b *testing.B, conc int) (*httptest.Server, openenv.Factory) {
 	vars := map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agent, registry.PoolSizeVar: "2"}
 	if pool := os.Getenv("BERTH_BENCH_POOL"); pool != "" {
 		vars[registry.PoolSizeVar] = pool
+	}
+	if rt := os.Getenv(local.EnvRuntime); rt != "" {
+		vars[local.EnvRuntime] = rt
 	}
 	prov, err := builtin.Registry().Open(context.Background(), "local", registry.MapEnviron(vars, b.TempDir()), nil)
 	if err != nil {
