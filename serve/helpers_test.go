@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/internal/fakeprovider"
 	"github.com/berth-sh/berth/internal/harbortest"
 	"github.com/berth-sh/berth/internal/localtest"
+	"github.com/berth-sh/berth/internal/waitfor"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -236,13 +237,7 @@ func (e *testEnv) envdClient(sb sandboxJSON) *envd.Client {
 // eventually polls cond every 50 ms for up to 10 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, what, cond)
 }
 
 // backendGone reports whether no sandbox of the provider carries the id.

@@ -91,10 +91,7 @@ var osbBackends = []struct {
 		}
 		srv := modaltest.New(t, modaltest.Options{Busybox: bb})
 		// The Modal SDK reads its server from the process environment.
-		t.Setenv("MODAL_SERVER_URL", srv.URL())
-		t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
-		t.Setenv("MODAL_PROFILE", "")
-		t.Setenv("MODAL_SANDBOX_V2", "1")
+		srv.PointSDK(t)
 		d, err := modal.New(modal.Options{TokenID: srv.TokenID(), TokenSecret: srv.TokenSecret(), Getenv: os.Getenv})
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package smoke_test
 import (
 	"context"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/berth-sh/berth/builtin"
@@ -96,10 +95,7 @@ func modalServer(t *testing.T) (*modaltest.Server, registry.Environ) {
 		t.Skip(err)
 	}
 	srv := modaltest.New(t, modaltest.Options{Busybox: bb})
-	t.Setenv("MODAL_SERVER_URL", srv.URL()) // the SDK reads it from the process
-	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("MODAL_PROFILE", "")
-	t.Setenv("MODAL_SANDBOX_V2", "1")
+	srv.PointSDK(t)
 	return srv, registry.MapEnviron(map[string]string{
 		"MODAL_TOKEN_ID": srv.TokenID(), "MODAL_TOKEN_SECRET": srv.TokenSecret(), "MODAL_SERVER_URL": srv.URL(),
 	}, t.TempDir())

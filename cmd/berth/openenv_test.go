@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/waitfor"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/providers/local"
@@ -133,17 +134,6 @@ func (h *hostedServer) client(opts openenv.ClientOptions) *openenv.Client {
 	return c
 }
 
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // A client that disconnects in the middle of a command leaves no sandbox.
 func TestOpenEnvDisconnectLeavesNoSandbox(t *testing.T) {
 	h := startHosted(t)
@@ -160,7 +150,7 @@ func TestOpenEnvDisconnectLeavesNoSandbox(t *testing.T) {
 		t.Fatal("a 300 s command returned within half a second")
 	}
 	// The step's context ended: the client dropped the connection mid-command.
-	waitUntil(t, 30*time.Second, "the sandbox deleted after the client left", func() bool { return len(h.live()) == 0 })
+	waitfor.Until(t, 30*time.Second, "the sandbox deleted after the client left", func() bool { return len(h.live()) == 0 })
 }
 
 // The server killed with -9 leaves its sandbox, which the provider-side TTL
@@ -180,7 +170,7 @@ func TestOpenEnvKilledServerTTL(t *testing.T) {
 		t.Fatalf("after kill -9: %+v", infos)
 	}
 	id := infos[0].ID
-	waitUntil(t, 30*time.Second, "the sandbox's TTL to end it", func() bool {
+	waitfor.Until(t, 30*time.Second, "the sandbox's TTL to end it", func() bool {
 		ids, err := h.prov.Reap(context.Background())
 		if err != nil {
 			t.Fatal(err)

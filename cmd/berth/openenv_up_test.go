@@ -17,6 +17,7 @@ import (
 	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/internal/testimage"
+	"github.com/berth-sh/berth/internal/waitfor"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -153,7 +154,7 @@ func TestOpenEnvUpKilledTTL(t *testing.T) {
 		t.Fatalf("after kill -9: %+v", infos)
 	}
 	id := infos[0].ID
-	waitUntil(t, 30*time.Second, "the sandbox's TTL to end it", func() bool {
+	waitfor.Until(t, 30*time.Second, "the sandbox's TTL to end it", func() bool {
 		ids, err := u.prov.Reap(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/gymtest"
 	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/rollout"
@@ -95,7 +95,7 @@ func TestRolloutGymLocal(t *testing.T) {
 	tasks := filepath.Join(t.TempDir(), "swe.jsonl")
 	os.WriteFile(tasks, lines.Bytes(), 0o644)
 	jobs := t.TempDir()
-	port := freePort(t)
+	port := nettest.FreePort(t)
 	external := fmt.Sprintf("http://localhost:%d", port)
 
 	for _, c := range []struct {
@@ -255,16 +255,6 @@ func startPrinting(t *testing.T, cmd *exec.Cmd, prefix string) string {
 	}
 	t.Fatalf("%s printed no %q: %v", cmd.Args[1], prefix, sc.Err())
 	return ""
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // A Ctrl-C (a real SIGINT) while `berth rollout --connector nemo-gym`

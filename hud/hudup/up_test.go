@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/hudup"
 	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/modal"
@@ -51,18 +51,6 @@ func hudenv(t *testing.T) string {
 	return bin
 }
 
-// freePort is a loopback port free now (the fake's sandboxes share the
-// host's network).
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func live(t *testing.T, p *sandbox.Provider) []sandbox.Info {
 	t.Helper()
 	infos, err := p.List(context.Background(), map[string]string{"berth.launcher": hudup.LabelLauncher})
@@ -78,10 +66,7 @@ func live(t *testing.T, p *sandbox.Provider) []sandbox.Info {
 func modalProvider(t *testing.T) *sandbox.Provider {
 	t.Helper()
 	srv := modaltest.New(t, modaltest.Options{})
-	t.Setenv("MODAL_SERVER_URL", srv.URL())
-	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("MODAL_PROFILE", "")
-	t.Setenv("MODAL_SANDBOX_V2", "1")
+	srv.PointSDK(t)
 	d, err := modal.New(modal.Options{TokenID: srv.TokenID(), TokenSecret: srv.TokenSecret(), Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +90,7 @@ func TestUp(t *testing.T) {
 }
 
 func testUp(t *testing.T, p *sandbox.Provider) {
-	bin, port := hudenv(t), freePort(t)
+	bin, port := hudenv(t), nettest.FreePort(t)
 	var out syncbuf.Buffer
 	env, err := hudup.Up(t.Context(), hudup.Options{
 		Provider: p, Image: "any", Port: port, Output: &out, ReadyTimeout: time.Minute,
@@ -153,7 +138,7 @@ func testUp(t *testing.T, p *sandbox.Provider) {
 // with an error.
 func TestUpServerExits(t *testing.T) {
 	p := fakeProvider(t)
-	_, err := hudup.Up(t.Context(), hudup.Options{Provider: p, Image: "any", Port: freePort(t), Command: "echo no env.py here >&2; exit 3"})
+	_, err := hudup.Up(t.Context(), hudup.Options{Provider: p, Image: "any", Port: nettest.FreePort(t), Command: "echo no env.py here >&2; exit 3"})
 	if sandbox.ClassOf(err) != sandbox.Unavailable || !strings.Contains(err.Error(), "exited with code 3 before answering hello") ||
 		!strings.Contains(err.Error(), "no env.py here") {
 		t.Fatalf("Up: %v", err)
@@ -162,7 +147,7 @@ func TestUpServerExits(t *testing.T) {
 		t.Fatalf("a failed Up left %+v", l)
 	}
 
-	bin, port := hudenv(t), freePort(t)
+	bin, port := hudenv(t), nettest.FreePort(t)
 	marker := t.TempDir() + "/stop"
 	env, err := hudup.Up(t.Context(), hudup.Options{
 		Provider: p, Image: "any", Port: port, ReadyTimeout: time.Minute,

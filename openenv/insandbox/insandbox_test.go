@@ -13,6 +13,7 @@ import (
 	"github.com/berth-sh/berth/internal/harbortest"
 	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/waitfor"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/insandbox"
 	"github.com/berth-sh/berth/openenv/tbench2"
@@ -86,17 +87,6 @@ func (l *launched) processes(t *testing.T) string {
 	return string(r.Stdout)
 }
 
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // The episode runs in the sandbox that Launch made: the reset's sandbox is
 // the machine the server runs on, commands run there, evaluate scores.
 // The server answers only the launcher's key; the key stays out of the
@@ -152,13 +142,13 @@ func TestLaunchDisconnectMidEpisode(t *testing.T) {
 	if _, err := c.Step(t.Context(), tbench2.Action{ActionType: tbench2.ActionExec, Command: "sleep 301"}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the background command running", func() bool { return strings.Contains(l.processes(t), "sleep 301") })
+	waitfor.Until(t, 10*time.Second, "the background command running", func() bool { return strings.Contains(l.processes(t), "sleep 301") })
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	if _, err := c.Step(ctx, tbench2.Exec("sleep 302")); err == nil {
 		t.Fatal("a 300 s command returned within half a second")
 	}
-	waitUntil(t, 30*time.Second, "the episode's commands ended after the client left", func() bool {
+	waitfor.Until(t, 30*time.Second, "the episode's commands ended after the client left", func() bool {
 		ps := l.processes(t)
 		return !strings.Contains(ps, "sleep 301") && !strings.Contains(ps, "sleep 302")
 	})

@@ -3,7 +3,6 @@ package modal_test
 import (
 	"crypto/tls"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -48,10 +47,7 @@ func serveChroot(t *testing.T) *modaltest.Server {
 // serveAt points the process environment at srv.
 func serveAt(t *testing.T, srv *modaltest.Server) {
 	t.Helper()
-	t.Setenv("MODAL_SERVER_URL", srv.URL())
-	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("MODAL_PROFILE", "")
-	t.Setenv("MODAL_SANDBOX_V2", "1")
+	srv.PointSDK(t)
 	t.Setenv("MODAL_TOKEN_ID", "")
 	t.Setenv("MODAL_TOKEN_SECRET", "")
 }

@@ -2,7 +2,6 @@ package modaltest_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // as the SDK reads it.
 func client(t *testing.T, srv *modaltest.Server, secret string) *sdk.Client {
 	t.Helper()
-	t.Setenv("MODAL_SERVER_URL", srv.URL())
-	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("MODAL_SANDBOX_V2", "1")
+	srv.PointSDK(t)
 	c, err := sdk.NewClientWithOptions(&sdk.ClientParams{TokenID: srv.TokenID(), TokenSecret: secret})
 	if err != nil {
 		t.Fatal(err)

@@ -145,6 +145,16 @@ func New(t testing.TB, opts Options) *Server {
 	return s
 }
 
+// PointSDK points the Modal SDK of this process at s for t's life: the
+// SDK reads its server, config file, profile and sandbox API from the
+// process environment (t.Setenv, so t must not run in parallel).
+func (s *Server) PointSDK(t testing.TB) {
+	t.Setenv("MODAL_SERVER_URL", s.URL())
+	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "absent.toml"))
+	t.Setenv("MODAL_PROFILE", "")
+	t.Setenv("MODAL_SANDBOX_V2", "1")
+}
+
 // URL is the control plane's address, for MODAL_SERVER_URL.
 func (s *Server) URL() string { return "http://" + s.lis.Addr().String() }
 
