@@ -17,6 +17,7 @@ import (
 	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/waitfor"
 	"github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/sandbox"
@@ -102,9 +103,11 @@ func testUp(t *testing.T, p *sandbox.Provider) {
 	if !strings.HasPrefix(env.URL(), "tcp://127.0.0.1:") || env.Manifest().Env.Name != "hudenv-test" {
 		t.Fatalf("URL %q, manifest %+v", env.URL(), env.Manifest())
 	}
-	if !strings.Contains(out.String(), fmt.Sprintf("HUD_SERVE_PORT=%d", port)) {
-		t.Fatalf("the server's output did not reach Options.Output: %q", out.String())
-	}
+	// Output streams beside readiness (Modal polls it separately), so it
+	// may arrive a moment after hello.
+	waitfor.Until(t, 10*time.Second, "the server's output in Options.Output", func() bool {
+		return strings.Contains(out.String(), fmt.Sprintf("HUD_SERVE_PORT=%d", port))
+	})
 	if l := live(t, p); len(l) != 1 || l[0].ID != env.SandboxID() {
 		t.Fatalf("sandboxes while up: %+v", l)
 	}
