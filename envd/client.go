@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -166,7 +167,7 @@ func UnixHTTPClient(socketPath string) *http.Client {
 		},
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     httpserve.ClientIdleTimeout,
 		DisableCompression:  true,
 	}}
 }

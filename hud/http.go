@@ -4,7 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 // HTTPClient returns an HTTP client whose every connection is a tunnel to
@@ -17,7 +18,7 @@ func HTTPClient(addr, capability, token string) *http.Client {
 			return DialTunnel(ctx, addr, capability)
 		},
 		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     30 * time.Second,
+		IdleConnTimeout:     httpserve.ClientIdleTimeout,
 	}
 	var rt http.RoundTripper = tr
 	if token != "" {

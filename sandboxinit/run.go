@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/internal/reap"
 )
 
@@ -101,9 +102,9 @@ func Run(ctx context.Context, o Options) error {
 	mux := http.NewServeMux()
 	mux.Handle(ControlPath, dl)
 	mux.Handle("/", o.Handler)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserve.NewServer(mux, 0)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(httpserve.Listener(ln)) }()
 
 	var result error
 	select {

@@ -1,9 +1,12 @@
 package sandboxinit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/envd"
 )
 
 // helperEnv makes the test binary run the agent on the socket it names
@@ -293,5 +298,39 @@ func TestControlNeedsToken(t *testing.T) {
 	}
 	if got, err := GetDeadline(context.Background(), sock, "s3cret"); err != nil || !got.Equal(far) {
 		t.Fatalf("deadline %v, %v; want %v, unmoved", got, err, far)
+	}
+}
+
+// A connection the agent's own client dialled but has not used yet (a
+// spare of a burst of calls, parked in its idle pool) is served for as
+// long as that client may still use it. Before, the agent hung up on it
+// after 10 s while the client kept it for 90 s, and under a fork bomb 1
+// of 1000 file calls failed with a broken pipe (TestAttackForkBombWithFileCalls).
+func TestClientSpareConnectionServed(t *testing.T) {
+	t.Parallel()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") })
+	sock, _ := start(t, Options{Handler: h})
+	idle := envd.UnixHTTPClient(sock).Transport.(*http.Transport).IdleConnTimeout
+	if idle <= 0 || idle > time.Minute {
+		t.Fatalf("the client keeps idle connections %v", idle)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(idle - 100*time.Millisecond)
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: envd\r\n\r\n"); err != nil {
+		t.Fatalf("the agent hung up on a connection its client still held: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the agent hung up on a connection its client still held: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "served" {
+		t.Fatalf("answer %d %q", resp.StatusCode, body)
 	}
 }

@@ -112,7 +112,7 @@ func startOpenEnv(t *task.Task, entry registry.Entry, prov *sandbox.Provider, ma
 		return "", nil, err
 	}
 	hs := httpserve.NewServer(srv, 0)
-	go hs.Serve(ln)
+	go hs.Serve(httpserve.Listener(ln))
 	return "http://" + ln.Addr().String(), func() {
 		_ = srv.Close()
 		_ = hs.Close()

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/testengine"
@@ -130,7 +130,7 @@ func startTestEngine(c *tito.Codec, script testengine.Script) (string, func(), e
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: te, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
+	hs := httpserve.NewServer(te, 0)
+	go hs.Serve(httpserve.Listener(ln))
 	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/shell"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -125,13 +126,8 @@ func New(o Options) (*Server, error) {
 	s.pub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(o.HostKey.PublicKey())))
 	s.ssh = shell.NewSSH(shell.SSHOptions{HostKey: o.HostKey, Authorize: s.authorizeSSH, Target: s.targetOf, Logger: o.Logger})
 	s.conns = newConnListener()
-	s.http = &http.Server{
-		Handler:           http.HandlerFunc(s.serveMCP),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
-	}
+	s.http = httpserve.NewServer(http.HandlerFunc(s.serveMCP), 0)
+	s.http.ErrorLog = slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)
 	s.hud = hud.NewServer(s, o.Limits, o.Logger)
 	return s, nil
 }

@@ -1,8 +1,3 @@
-// Package httpserve runs berth's HTTP servers (berth serve, the session
-// server, OpenEnv, the viewer, the pod agent) one way: header and idle
-// limits a slow or idle client cannot stretch, and a stop on the
-// context's end that lets open calls finish for a grace period before it
-// closes what is left.
 package httpserve
 
 import (
@@ -27,14 +22,34 @@ type Options struct {
 	BeforeShutdown func()
 }
 
-// NewServer is an http.Server for h with berth's limits: 10 s to send the
-// headers, 64 KiB of them, 2 min idle keep-alive.
+// Limits of NewServer. IdleTimeout is longer than any client's keep-alive
+// (Go's transport keeps an idle connection 90 s), so that the client, not
+// the server, ends an idle connection: a server that hangs up first races
+// the client's next call on it.
+const (
+	HeaderTimeout = 10 * time.Second
+	IdleTimeout   = 2 * time.Minute
+)
+
+// ClientIdleTimeout is how long berth's clients of servers in sandboxes
+// (agents, OpenEnv and HUD servers) keep an idle connection: less than the
+// shortest keep-alive among those servers (uvicorn's 5 s) and than the
+// header timeout net/http gives a connection not yet used (10 s), so that
+// the server never hangs up on a connection the client is about to use.
+// Go retries such a call only when it is idempotent and the connection
+// had served one before.
+const ClientIdleTimeout = 4 * time.Second
+
+// NewServer is an http.Server for h with berth's limits: HeaderTimeout to
+// send the headers, 64 KiB of them, IdleTimeout between calls. Serve it
+// on Listener(ln), so that a new connection gets IdleTimeout, not
+// HeaderTimeout, until its first byte.
 func NewServer(h http.Handler, readTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: HeaderTimeout,
 		ReadTimeout:       readTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
 }
@@ -45,7 +60,7 @@ func NewServer(h http.Handler, readTimeout time.Duration) *http.Server {
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) error {
 	hs := NewServer(h, o.ReadTimeout)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -96,7 +97,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.IdleConnTimeout = httpserve.ClientIdleTimeout
+		hc = &http.Client{Transport: t}
 	}
 	sb, err := o.Provider.Create(ctx, o.Spec)
 	if err != nil {

@@ -50,7 +50,7 @@ func New() (*sandbox.Provider, error) {
 		return nil, err
 	}
 	hs := httpserve.NewServer(srv, 0)
-	go func() { _ = hs.Serve(ln) }()
+	go func() { _ = hs.Serve(httpserve.Listener(ln)) }()
 	hc := envd.UnixHTTPClient(sock)
 	cl, err := envd.NewClient(envd.UnixBaseURL, hc, envd.WithAccessToken(token))
 	if err != nil {

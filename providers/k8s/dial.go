@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	httpstream "k8s.io/streaming/pkg/httpstream"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -38,7 +39,7 @@ func (p *Provider) agentTransport(pod, podIP string, pre *forwarder) (*http.Tran
 	t := &http.Transport{
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     httpserve.ClientIdleTimeout,
 		DisableCompression:  true,
 	}
 	var d podDialer

@@ -68,7 +68,7 @@ func newRelay(base, key string, client *http.Client) (*relay, error) {
 		rp.Transport = client.Transport
 	}
 	r.srv = httpserve.NewServer(r.guard(rp), 0) // bodies stream: no read timeout
-	go r.srv.Serve(ln)
+	go r.srv.Serve(httpserve.Listener(ln))
 	return r, nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -80,14 +81,15 @@ func Start(ctx context.Context, o Options) (*Shim, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", o.TLS)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
+	ln := tls.NewListener(httpserve.Listener(raw), o.TLS)
 	s := &Shim{o: o, ln: ln, stop: make(chan struct{}), pods: map[k8stypes.UID]*backed{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/portForward/{ns}/{pod}", s.servePortForward)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = httpserve.NewServer(mux, 0)
 	go func() { _ = s.srv.Serve(ln) }()
 	if err := s.register(ctx); err != nil {
 		s.srv.Close()

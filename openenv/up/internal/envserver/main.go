@@ -11,9 +11,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/berth-sh/berth/internal/httpserve"
 )
 
 func main() {
@@ -49,8 +52,11 @@ func main() {
 	mux.HandleFunc("POST /reset", obs)
 	mux.HandleFunc("POST /step", obs)
 	fmt.Fprintln(os.Stderr, "envserver: listening on", *addr)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := srv.ListenAndServe(); err != nil {
+	ln, err := net.Listen("tcp", *addr)
+	if err == nil {
+		err = httpserve.NewServer(mux, 0).Serve(httpserve.Listener(ln))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "envserver:", err)
 		os.Exit(1)
 	}
