@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/session"
 )
@@ -165,7 +166,7 @@ func RunGym(ctx context.Context, cfg GymConfig, opts GymOptions) (*Result, error
 		}
 	}
 	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{}
+		opts.HTTP = &http.Client{Transport: httpserve.Transport()}
 	}
 	if err := checkName(cfg.JobName); err != nil {
 		return nil, err

@@ -126,3 +126,17 @@ func TestListenerCloseEndsWaiting(t *testing.T) {
 		t.Fatalf("a waiting connection after Close: %v, want EOF", err)
 	}
 }
+
+// berth's clients give up an idle connection before the servers they call
+// would: uvicorn (vLLM, SGLang, FastAPI) closes one after 5 s, net/http a
+// fresh one after HeaderTimeout, and berth's servers after IdleTimeout.
+func TestClientIdleBelowServerKeepAlives(t *testing.T) {
+	const uvicornKeepAlive = 5 * time.Second
+	idle := Transport().IdleConnTimeout
+	if idle != ClientIdleTimeout || idle <= 0 || idle >= uvicornKeepAlive || idle >= HeaderTimeout || idle >= IdleTimeout {
+		t.Fatalf("clients keep idle connections %v: not below uvicorn's %v, the header timeout %v and the idle timeout %v", idle, uvicornKeepAlive, HeaderTimeout, IdleTimeout)
+	}
+	if Transport() == http.DefaultTransport {
+		t.Fatal("Transport must not hand out the shared default transport")
+	}
+}

@@ -31,14 +31,23 @@ const (
 	IdleTimeout   = 2 * time.Minute
 )
 
-// ClientIdleTimeout is how long berth's clients of servers in sandboxes
-// (agents, OpenEnv and HUD servers) keep an idle connection: less than the
-// shortest keep-alive among those servers (uvicorn's 5 s) and than the
-// header timeout net/http gives a connection not yet used (10 s), so that
-// the server never hangs up on a connection the client is about to use.
-// Go retries such a call only when it is idempotent and the connection
-// had served one before.
+// ClientIdleTimeout is how long berth's HTTP clients keep an idle
+// connection to the servers they call in and beside sandboxes (agents,
+// OpenEnv, HUD and Gym servers, a sandbox's own ports, inference
+// engines): less than the shortest keep-alive among them (uvicorn's 5 s,
+// under vLLM, SGLang and FastAPI) and than the header timeout net/http
+// gives a connection not used yet (10 s). Otherwise the server hangs up
+// just as the client sends on the connection, and Go retries the call
+// only when it is idempotent and the connection had served one before: an
+// agent's next completion after a 5 s tool call failed that way.
 const ClientIdleTimeout = 4 * time.Second
+
+// Transport is http.DefaultTransport's settings with ClientIdleTimeout.
+func Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.IdleConnTimeout = ClientIdleTimeout
+	return t
+}
 
 // NewServer is an http.Server for h with berth's limits: HeaderTimeout to
 // send the headers, 64 KiB of them, IdleTimeout between calls. Serve it

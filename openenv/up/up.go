@@ -97,9 +97,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.IdleConnTimeout = httpserve.ClientIdleTimeout
-		hc = &http.Client{Transport: t}
+		hc = &http.Client{Transport: httpserve.Transport()}
 	}
 	sb, err := o.Provider.Create(ctx, o.Spec)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -112,7 +113,7 @@ func (p *Ports) proxy(port int) (*portProxy, error) {
 		return pp, nil
 	}
 	pp := &portProxy{p: p, port: port}
-	pp.tr = http.DefaultTransport.(*http.Transport).Clone()
+	pp.tr = httpserve.Transport()
 	pp.tr.MaxIdleConnsPerHost = 32
 	pp.tr.DisableCompression = true // the client's Accept-Encoding goes as it came
 	pp.tr.Proxy = nil

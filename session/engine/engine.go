@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/session/tito"
 )
 
@@ -130,7 +131,7 @@ func New(rawURL string, d Dialect, o Options) (*HTTP, error) {
 	}
 	tr := o.Transport
 	if tr == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		t := httpserve.Transport()
 		t.MaxIdleConnsPerHost = 256
 		tr = t
 	}

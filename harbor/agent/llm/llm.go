@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 
+	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
@@ -71,7 +72,7 @@ func New(o Options) (*Client, error) {
 		o.RequestTimeout = 10 * time.Minute
 	}
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
+		o.HTTP = &http.Client{Transport: httpserve.Transport()}
 	}
 	base := strings.TrimRight(o.BaseURL, "/")
 	if !strings.HasSuffix(base, "/v1") {
