@@ -3,9 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/providers/local"
 )
 
@@ -54,7 +52,7 @@ func cmdPortGet(ts *testscript.TestScript, neg bool, args []string) {
 	defer cancel()
 	var body string
 	for {
-		body, err = get(ctx, url)
+		body, err = nettest.Get(ctx, url)
 		if err == nil && strings.Contains(body, args[2]) {
 			break
 		}
@@ -69,25 +67,7 @@ func cmdPortGet(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("berth port after SIGTERM: %v\n%s", err, stderr.String())
 	}
-	if _, err := get(context.Background(), url); err == nil {
+	if _, err := nettest.Get(context.Background(), url); err == nil {
 		ts.Fatalf("%s still answers after berth port ended", url)
 	}
-}
-
-// get returns the body of a 200 answer to GET url.
-func get(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return string(b), fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return string(b), err
 }

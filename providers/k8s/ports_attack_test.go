@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -44,7 +44,7 @@ func TestAttackEndpointOtherSandbox(t *testing.T) {
 		}
 		var body string
 		for {
-			body, err = getBody(ctx, ep.URL)
+			body, err = nettest.Get(ctx, ep.URL)
 			if err == nil || ctx.Err() != nil {
 				break
 			}
@@ -68,21 +68,4 @@ func TestAttackEndpointOtherSandbox(t *testing.T) {
 			t.Errorf("DialPort of %s answered %q", name, b)
 		}
 	}
-}
-
-func getBody(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<10))
-	if res.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %d: %s", res.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return string(b), err
 }
