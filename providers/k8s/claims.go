@@ -197,11 +197,13 @@ func (m *claimMode) ready(ctx context.Context, id string) (target, error) {
 		}
 		return r.check(c)
 	}
-	err := m.w.until(ctx, id, check)
-	if err != nil && pre != nil {
-		pre.Close()
-	}
-	if err != nil {
+	handed := false
+	defer func() {
+		if !handed && pre != nil {
+			pre.Close()
+		}
+	}()
+	if err := m.w.until(ctx, id, check); err != nil {
 		if ctx.Err() != nil {
 			return target{}, types.Errorf(types.DeadlineExceeded, "k8s: sandbox claim %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
 		}
@@ -209,15 +211,12 @@ func (m *claimMode) ready(ctx context.Context, id string) (target, error) {
 	}
 	c := m.w.get(id)
 	t := claimTarget(c)
-	t.fwd = pre // agentTransport closes it if the claim reports another pod
 	key, err := m.p.keys.get(ctx)
 	if err != nil {
-		if pre != nil {
-			pre.Close()
-		}
 		return target{}, err
 	}
 	t.poolToken = poolToken(key, c.Annotations[annTemplate])
+	t.fwd, handed = pre, true // agentTransport closes it if the claim reports another pod
 	return t, nil
 }
 

@@ -45,17 +45,14 @@ func (p *Provider) agentTransport(pod, podIP string, pre *forwarder) (*http.Tran
 	var d podDialer
 	switch {
 	case p.opts.Dial == DialPodIP:
-		if pre != nil {
-			pre.Close()
-		}
 		d = podIPDialer(podIP)
 	case pre != nil && pre.name == pod:
-		d = pre
+		d, pre = pre, nil
 	default:
-		if pre != nil {
-			pre.Close()
-		}
 		d = &forwarder{p: p, name: pod}
+	}
+	if pre != nil {
+		pre.Close() // dialling a pod the ready claim does not report
 	}
 	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.dialPort(ctx, podagent.Port) }
 	return t, d
