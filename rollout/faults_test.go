@@ -165,7 +165,10 @@ func TestEngineFailsOneTurn(t *testing.T) {
 }
 
 // The sandboxes of one task are deleted in the middle of their episodes:
-// those trials are ABORTED with the reason, the others finish.
+// those trials are ABORTED with the reason, the others finish. A trial's
+// own turn deletes every sandbox of the task, so that trial is in its
+// agent phase (EnvironmentError); the task's other trial may already be
+// verifying (VerifierError, with the sandbox's absence as the reason).
 func TestSandboxDeletedMidEpisode(t *testing.T) {
 	const victim = "berth_csv-total" // the task's label value
 	var f *fakeRun
@@ -193,18 +196,31 @@ func TestSandboxDeletedMidEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aborted := 0
+	aborted, inAgent := 0, 0
 	for _, d := range f.dirs(t) {
 		r := rollouttest.TrialResult(t, d)
 		s := rollouttest.ReadSamples(t, d)[0]
 		if strings.HasPrefix(filepath.Base(d), "csv-total") {
 			aborted++
-			if r.ExceptionInfo == nil || r.ExceptionInfo.ExceptionType != string(trial.EnvironmentError) {
+			if r.ExceptionInfo == nil {
+				t.Fatalf("%s: no exception", d)
+			}
+			switch r.ExceptionInfo.ExceptionType {
+			case string(trial.EnvironmentError):
+				// The agent's next exec finds the sandbox gone, or its
+				// shell ends under it (a delete racing a restart).
+				inAgent++
+				if !strings.HasPrefix(s.Metadata.AbortReason, "EnvironmentError: sandbox: ") {
+					t.Fatalf("%s: reason %q", d, s.Metadata.AbortReason)
+				}
+			case string(trial.VerifierError):
+				if !strings.HasPrefix(s.Metadata.AbortReason, "VerifierError: ") || !strings.Contains(s.Metadata.AbortReason, "does not exist") {
+					t.Fatalf("%s: reason %q", d, s.Metadata.AbortReason)
+				}
+			default:
 				t.Fatalf("%s: %+v", d, r.ExceptionInfo)
 			}
-			// The agent's next exec finds the sandbox gone, or its shell
-			// ends under it (a delete racing a restart).
-			if s.Status != "ABORTED" || !strings.HasPrefix(s.Metadata.AbortReason, "EnvironmentError: sandbox: ") {
+			if s.Status != "ABORTED" {
 				t.Fatalf("%s: sample %s, reason %q", d, s.Status, s.Metadata.AbortReason)
 			}
 			continue
@@ -212,6 +228,9 @@ func TestSandboxDeletedMidEpisode(t *testing.T) {
 		if r.ExceptionInfo != nil || r.Reward() != 1 || s.Status != "COMPLETED" {
 			t.Fatalf("%s: %+v reward %v status %s", d, r.ExceptionInfo, r.Reward(), s.Status)
 		}
+	}
+	if inAgent == 0 {
+		t.Fatal("no trial of the task saw its sandbox go in its agent phase")
 	}
 	if aborted != rollouttest.SamplesPerTask || len(res.Rollout.Aborted) != rollouttest.SamplesPerTask || res.Rollout.Samples != 6 {
 		t.Fatalf("%d aborted trials; summary %+v", aborted, res.Rollout)
