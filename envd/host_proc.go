@@ -30,6 +30,8 @@ type hostProcess struct {
 	cmd   *exec.Cmd
 	stdin *os.File // nil when not requested
 	grace time.Duration
+	// oomAdj is the child's oom_score_adj (ServerOptions.CommandOOMScoreAdj).
+	oomAdj int
 
 	outs    []*os.File     // the read ends of stdout and stderr
 	readers sync.WaitGroup // the pumps copying them out
@@ -80,7 +82,7 @@ func (h *host) Start(ctx context.Context, spec StartSpec) (BackendProcess, error
 	if a := c.acct; needsCredential(a) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: a.groups}
 	}
-	p := &hostProcess{cmd: cmd, grace: h.opts.ExitGrace}
+	p := &hostProcess{cmd: cmd, grace: h.opts.ExitGrace, oomAdj: h.opts.CommandOOMScoreAdj}
 	if err := p.fork(spec.Stdin); err != nil {
 		return nil, err
 	}
@@ -134,7 +136,7 @@ func (p *hostProcess) fork(stdin bool) error {
 		}
 		p.cmd.Stdin = inR
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := withOOMScoreAdj(p.oomAdj, p.cmd.Start); err != nil {
 		closeAll()
 		err = fmt.Errorf("start %s: %w", p.cmd.Args[0], err)
 		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {

@@ -80,9 +80,19 @@ type ServerOptions struct {
 	// thread for them in a sandbox whose pids are all taken. nil is no
 	// bound.
 	Blocking *semaphore.Weighted
+	// CommandOOMScoreAdj, when above the server's own, is the
+	// oom_score_adj of every process it starts and their descendants. A
+	// sandbox's agent sets MaxOOMScoreAdj: under the sandbox's memory limit
+	// the OOM killer then takes a command, never the agent (the largest
+	// process when memory is held by a tmpfs file, and the sandbox with
+	// it). 0 leaves the server's score.
+	CommandOOMScoreAdj int
 }
 
 func (o *ServerOptions) fill() error {
+	if o.CommandOOMScoreAdj < 0 || o.CommandOOMScoreAdj > MaxOOMScoreAdj {
+		return fmt.Errorf("envd: command oom_score_adj %d is outside 0..%d", o.CommandOOMScoreAdj, MaxOOMScoreAdj)
+	}
 	if o.ExitGrace < 0 {
 		return fmt.Errorf("envd: exit grace must not be negative")
 	}

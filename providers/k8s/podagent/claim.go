@@ -146,7 +146,7 @@ func envdFor(base []string) serverFor {
 				return nil, nil, fmt.Errorf("working directory: %w", err)
 			}
 		}
-		srv, err := envd.NewServer(envd.ServerOptions{DefaultUser: c.User, DefaultDir: c.Dir, Env: env})
+		srv, err := envd.NewServer(envd.ServerOptions{DefaultUser: c.User, DefaultDir: c.Dir, Env: env, CommandOOMScoreAdj: envd.MaxOOMScoreAdj})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -94,6 +94,9 @@ func Main(ctx context.Context, o Options) error {
 			DefaultUser: o.Getenv(EnvUser),
 			DefaultDir:  o.Getenv(EnvDir),
 			Env:         env,
+			// Under the pod's memory limit the OOM killer takes a
+			// command, not the agent (and the sandbox with it).
+			CommandOOMScoreAdj: envd.MaxOOMScoreAdj,
 		})
 		if err != nil {
 			return fmt.Errorf("k8s agent: %w", err)

@@ -86,6 +86,9 @@ func Main(ctx context.Context, o Options) error {
 		// cfg.Env's); the token never was in it.
 		Env:      env,
 		Blocking: budget.short,
+		// Under the sandbox's memory limit the OOM killer takes a command,
+		// not the agent (and the sandbox with it).
+		CommandOOMScoreAdj: envd.MaxOOMScoreAdj,
 	})
 	if err != nil {
 		ln.Close()
