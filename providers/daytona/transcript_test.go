@@ -1,6 +1,7 @@
 package daytona_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,7 +112,16 @@ func transcriptScenario(t *testing.T, p *sandbox.Provider, image string) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	defer sb.Delete(t.Context())
+	// The cleanup of a failed run only: after the scenario's own delete, a
+	// second one would GET a sandbox the server is still removing, 200 or
+	// 404 as its timing falls, and the transcripts of two equal runs would
+	// differ.
+	deleted := false
+	defer func() {
+		if !deleted {
+			_ = sb.Delete(context.WithoutCancel(ctx))
+		}
+	}()
 	res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "cat; echo err >&2; exit 3"}, Stdin: strings.NewReader("in\n")})
 	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "in\n" || string(res.Stderr) != "err\n" {
 		t.Fatalf("run: %+v %v", res, err)
@@ -140,6 +150,7 @@ func transcriptScenario(t *testing.T, p *sandbox.Provider, image string) {
 	if err := sb.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
+	deleted = true
 }
 
 // compareTranscripts writes both transcripts and fails on a difference.
