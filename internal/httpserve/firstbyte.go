@@ -21,11 +21,17 @@ import (
 // call on such a connection failed with a broken pipe: Go retries only on
 // connections that had served a call before. A fork bomb slowed the
 // local agent enough for one of 1000 file calls to hit this.
-func Listener(ln net.Listener) net.Listener { return listen(ln, IdleTimeout) }
+func Listener(ln net.Listener) net.Listener { return listen(ln, IdleTimeout, MaxWaiting) }
 
-func listen(ln net.Listener, idle time.Duration) net.Listener {
+// MaxWaiting bounds the connections a Listener holds waiting for their
+// first byte. Past it a new connection goes to the server at once, with
+// the header timeout as before Listener: a client that opens connections
+// and sends nothing holds at most this many for IdleTimeout.
+const MaxWaiting = 1024
+
+func listen(ln net.Listener, idle time.Duration, maxWaiting int) net.Listener {
 	l := &firstByteListener{
-		Listener: ln, idle: idle,
+		Listener: ln, idle: idle, maxWaiting: maxWaiting,
 		ready: make(chan accepted), done: make(chan struct{}),
 		pending: map[net.Conn]struct{}{},
 	}
@@ -40,10 +46,11 @@ type accepted struct {
 
 type firstByteListener struct {
 	net.Listener
-	idle  time.Duration
-	ready chan accepted
-	done  chan struct{}
-	once  sync.Once
+	idle       time.Duration
+	maxWaiting int
+	ready      chan accepted
+	done       chan struct{}
+	once       sync.Once
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // waiting for their first byte
@@ -90,25 +97,50 @@ func (l *firstByteListener) acceptLoop() {
 			}
 			continue
 		}
-		if !l.track(c) {
+		switch l.track(c) {
+		case closed:
 			return
+		case full:
+			l.handOn(c)
+		case tracked:
+			go l.wait(c)
 		}
-		go l.wait(c)
 	}
 }
 
-// track records c as waiting; false (and c closed) once the listener is.
-func (l *firstByteListener) track(c net.Conn) bool {
+type trackResult int
+
+const (
+	tracked trackResult = iota
+	full                // MaxWaiting are waiting: c is not tracked
+	closed              // the listener is closed, and c with it
+)
+
+// track records c as waiting, unless the listener is closed or full.
+func (l *firstByteListener) track(c net.Conn) trackResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
 	case <-l.done:
 		c.Close()
-		return false
+		return closed
 	default:
 	}
+	if len(l.pending) >= l.maxWaiting {
+		return full
+	}
 	l.pending[c] = struct{}{}
-	return true
+	return tracked
+}
+
+// handOn gives c to the server's Accept, or closes it once the listener is
+// closed.
+func (l *firstByteListener) handOn(c net.Conn) {
+	select {
+	case l.ready <- accepted{c: c}:
+	case <-l.done:
+		c.Close()
+	}
 }
 
 func (l *firstByteListener) wait(c net.Conn) {
@@ -120,11 +152,7 @@ func (l *firstByteListener) wait(c net.Conn) {
 		c.Close()
 		return
 	}
-	select {
-	case l.ready <- accepted{c: c}:
-	case <-l.done:
-		c.Close()
-	}
+	l.handOn(c)
 }
 
 // awaitFirstByte waits until c has a byte to read (peeked, not consumed),

@@ -47,7 +47,7 @@ func get(c net.Conn, wait time.Duration) (string, error) {
 // server hangs up on it, which is the broken pipe the local agent's
 // clients saw under load.
 func TestFreshIdleConnectionServed(t *testing.T) {
-	addr := shortServer(t, func(ln net.Listener) net.Listener { return listen(ln, 10*time.Second) })
+	addr := shortServer(t, func(ln net.Listener) net.Listener { return listen(ln, 10*time.Second, MaxWaiting) })
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestFreshIdleConnectionServed(t *testing.T) {
 // header timeout (slow loris), and one that sends nothing at the idle
 // timeout: the wait for the first byte is bounded too.
 func TestFirstByteBounds(t *testing.T) {
-	addr := shortServer(t, func(ln net.Listener) net.Listener { return listen(ln, 300*time.Millisecond) })
+	addr := shortServer(t, func(ln net.Listener) net.Listener { return listen(ln, 300*time.Millisecond, MaxWaiting) })
 	for name, first := range map[string]string{"stalled headers": "GET / HTTP/1.1\r\nHo", "nothing": ""} {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -96,6 +96,33 @@ func TestFirstByteBounds(t *testing.T) {
 	}
 }
 
+// Silent connections past the bound go to the server at once and are cut
+// at the header timeout, as without Listener; those within it still wait.
+// A client that opens connections and sends nothing holds at most
+// MaxWaiting of them for the idle timeout.
+func TestFirstByteWaitersBounded(t *testing.T) {
+	addr := shortServer(t, func(ln net.Listener) net.Listener { return listen(ln, 10*time.Second, 2) })
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		time.Sleep(20 * time.Millisecond) // accepted in this order
+	}
+	time.Sleep(600 * time.Millisecond) // past the 200 ms header timeout
+	for i, c := range conns[:2] {
+		if body, err := get(c, 0); err != nil || body != "hello" {
+			t.Errorf("connection %d, within the bound: %q %v", i, body, err)
+		}
+	}
+	if body, err := get(conns[2], 0); err == nil {
+		t.Errorf("the connection past the bound waited beyond the header timeout: answered %q", body)
+	}
+}
+
 // Closing the listener closes the connections still waiting for their
 // first byte and ends Accept with net.ErrClosed.
 func TestListenerCloseEndsWaiting(t *testing.T) {
@@ -103,7 +130,7 @@ func TestListenerCloseEndsWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := listen(inner, time.Minute)
+	ln := listen(inner, time.Minute, MaxWaiting)
 	c, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
