@@ -111,8 +111,7 @@ func startOpenEnv(t *task.Task, entry registry.Entry, prov *sandbox.Provider, ma
 	if err != nil {
 		return "", nil, err
 	}
-	hs := httpserve.NewServer(srv, 0)
-	go hs.Serve(httpserve.Listener(ln))
+	hs := httpserve.Start(ln, srv, 0)
 	return "http://" + ln.Addr().String(), func() {
 		_ = srv.Close()
 		_ = hs.Close()

@@ -130,7 +130,6 @@ func startTestEngine(c *tito.Codec, script testengine.Script) (string, func(), e
 	if err != nil {
 		return "", nil, err
 	}
-	hs := httpserve.NewServer(te, 0)
-	go hs.Serve(httpserve.Listener(ln))
+	hs := httpserve.Start(ln, te, 0)
 	return "http://" + ln.Addr().String(), func() { hs.Close() }, nil
 }

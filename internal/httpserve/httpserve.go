@@ -63,6 +63,15 @@ func NewServer(h http.Handler, readTimeout time.Duration) *http.Server {
 	}
 }
 
+// Start serves h on Listener(ln) in the background, with NewServer's
+// limits; Close the server it returns to stop it. Serve is the same with a
+// context and a graceful stop.
+func Start(ln net.Listener, h http.Handler, readTimeout time.Duration) *http.Server {
+	hs := NewServer(h, readTimeout)
+	go func() { _ = hs.Serve(Listener(ln)) }()
+	return hs
+}
+
 // Serve serves h on ln until ctx ends, then shuts down gracefully (see
 // Options). It returns nil after a stop that ctx asked for, and the
 // server's error when serving failed on its own.

@@ -49,8 +49,7 @@ func New() (*sandbox.Provider, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	hs := httpserve.NewServer(srv, 0)
-	go func() { _ = hs.Serve(httpserve.Listener(ln)) }()
+	hs := httpserve.Start(ln, srv, 0)
 	hc := envd.UnixHTTPClient(sock)
 	cl, err := envd.NewClient(envd.UnixBaseURL, hc, envd.WithAccessToken(token))
 	if err != nil {

@@ -67,8 +67,7 @@ func newRelay(base, key string, client *http.Client) (*relay, error) {
 	if client != nil && client.Transport != nil {
 		rp.Transport = client.Transport
 	}
-	r.srv = httpserve.NewServer(r.guard(rp), 0) // bodies stream: no read timeout
-	go r.srv.Serve(httpserve.Listener(ln))
+	r.srv = httpserve.Start(ln, r.guard(rp), 0) // bodies stream: no read timeout
 	return r, nil
 }
 
