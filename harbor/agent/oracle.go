@@ -37,12 +37,28 @@ func (Oracle) Run(ctx context.Context, env Env) error {
 	return runScript(ctx, env, SolutionDir+"/solve.sh", AgentLogs+"/oracle.txt", envs)
 }
 
+// scriptRunner runs $0 with its output in $1. A script just uploaded can
+// be refused with ETXTBSY ("Text file busy", exit 126): a process that
+// forked while the upload's descriptor was open (an agent serving other
+// calls, berth's own process for in-process providers) holds a copy of it
+// until its child execs. That refusal is retried for up to a second; any
+// other exit, 126 included, is the script's.
+const scriptRunner = `chmod +x "$0" || exit
+n=0
+while :; do
+	"$0" > "$1" 2>&1
+	rc=$?
+	if [ "$rc" -ne 126 ] || [ "$n" -ge 10 ] || ! grep -q 'Text file busy' "$1" 2>/dev/null; then exit "$rc"; fi
+	n=$((n+1))
+	sleep 0.1
+done`
+
 // runScript runs a script with its output in logFile, in the task's working
 // directory, cut off when ctx's deadline passes.
 func runScript(ctx context.Context, env Env, script, logFile string, envs map[string]string) error {
 	cmd := sandbox.Command{
 		// The shell falls back to sh for a script without a shebang.
-		Args: []string{"sh", "-c", `chmod +x "$0" && exec "$0" > "$1" 2>&1`, script, logFile},
+		Args: []string{"sh", "-c", scriptRunner, script, logFile},
 		Env:  envs,
 		Dir:  env.Task.Workdir,
 	}
