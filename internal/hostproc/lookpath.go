@@ -147,3 +147,13 @@ func ShellStatus(err error) (code int, ok bool) {
 	}
 	return 0, false
 }
+
+// Complaint is the line a shell prints for a program it could not run
+// (ShellStatus ok), newline included: "name: command not found" for 127,
+// "name: " and the reason otherwise.
+func Complaint(name string, err error) string {
+	if code, _ := ShellStatus(err); code == 127 {
+		return name + ": command not found\n"
+	}
+	return name + ": " + err.Error() + "\n"
+}
