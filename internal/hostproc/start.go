@@ -90,6 +90,9 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	return newProcess(proc, s, ends), nil
 }
 
+// onBusy, when set (by tests), is called at each ETXTBSY refusal.
+var onBusy func()
+
 // startRetrying starts the program, again while the exec is refused with
 // ETXTBSY, for up to BusyWait or until ctx ends. Each try forks with the
 // raised score on its own, so no lock is held across the waits.
@@ -104,6 +107,9 @@ func startRetrying(ctx context.Context, oomAdj int, path string, args []string, 
 		})
 		if !errors.Is(err, syscall.ETXTBSY) {
 			return proc, err
+		}
+		if onBusy != nil {
+			onBusy()
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
