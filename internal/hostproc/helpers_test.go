@@ -3,12 +3,12 @@ package hostproc
 import (
 	"context"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -17,24 +17,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// buffer is a Writer safe for the two pumps at once.
-type buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // sh starts `sh -c script` on the host with spec's other fields.
@@ -54,7 +36,7 @@ func sh(t *testing.T, spec Spec, script string) *Process {
 // run runs script to its end and returns its exit and output.
 func run(t *testing.T, spec Spec, script string) (Exit, string, string) {
 	t.Helper()
-	var out, errb buffer
+	var out, errb syncbuf.Buffer
 	spec.Stdout, spec.Stderr = &out, &errb
 	ex := sh(t, spec, script).Wait()
 	return ex, out.String(), errb.String()

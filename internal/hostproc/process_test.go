@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 )
 
 // The copies disagreed on a process killed by a signal: envd, the fake
@@ -31,7 +33,7 @@ func TestSignalledExit(t *testing.T) {
 
 func TestStdinEnvDir(t *testing.T) {
 	dir := t.TempDir()
-	var out buffer
+	var out syncbuf.Buffer
 	p := sh(t, Spec{Stdin: true, Stdout: &out, Dir: dir, Env: Environ(nil, map[string]string{"GREETING": "hi"})},
 		`printf '%s %s ' "$GREETING" "$(pwd)"; cat`)
 	if _, err := io.WriteString(p.Stdin(), "from stdin"); err != nil {

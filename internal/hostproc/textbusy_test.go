@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/types"
+
+	"github.com/berth-sh/berth/internal/syncbuf"
 )
 
 // holdForWriting starts another process that holds prog open for writing
@@ -61,7 +63,7 @@ func TestStartWaitsOutTextFileBusy(t *testing.T) {
 	// returns: the next try must run the program.
 	onBusy = func() { refused++; release() }
 	defer func() { onBusy = nil }()
-	var out buffer
+	var out syncbuf.Buffer
 	p, err := Start(ctxT(t), Spec{Path: prog, Args: []string{"prog"}, Env: Environ(nil), Stdout: &out})
 	if err != nil {
 		t.Fatalf("start while the program was open for writing: %v", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/syncbuf"
 )
 
 // The copies disagreed on confinement: the fake entered its root by
@@ -44,7 +45,7 @@ func TestRootConfinesBothWays(t *testing.T) {
 			if why := ConfineMissing(bb); why != "" {
 				t.Skip(why)
 			}
-			var out, errs buffer
+			var out, errs syncbuf.Buffer
 			p, err := Start(ctxT(t), Spec{Path: "/bin/sh", Args: []string{"sh", "-c", script, hostOnly}, Env: Environ(nil),
 				Dir: "/work", Root: root, Busybox: bb, Stdout: &out, Stderr: &errs})
 			if err != nil {
