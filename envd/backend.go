@@ -13,7 +13,7 @@ import (
 // everything the protocol says (routes, codecs, stream framing, keepalives,
 // the process table, stdin ordering, limits, tokens, error codes); a
 // Backend only starts processes and touches files. There are two: this
-// host (NewServer: os/exec and real paths, as the agent inside a sandbox)
+// host (NewServer: internal/hostproc and real paths, as the agent inside a sandbox)
 // and the sandbox API (package serve/dataplane, for `berth serve`).
 //
 // Errors are mapped onto Connect codes and HTTP statuses once, by the

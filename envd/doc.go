@@ -4,8 +4,8 @@
 //
 // The server side is written once, in Server, over a small Backend that
 // starts processes and touches files. NewServer uses this host's backend
-// (os/exec, real paths, users): the berth binary serves it as PID 1 inside
-// a local sandbox, over a unix socket (see UnixHTTPClient). Package
+// (internal/hostproc, real paths, users): the berth binary serves it as PID
+// 1 inside a local sandbox, over a unix socket (see UnixHTTPClient). Package
 // serve/dataplane gives New a backend over the sandbox API, so that
 // `berth serve` answers the same protocol for a sandbox of any provider.
 //

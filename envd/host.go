@@ -13,9 +13,9 @@ import (
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// host is the Backend over this machine: os/exec, real paths, and users
-// from the passwd database, switched to with credentials when the server
-// runs as root. It is what the agent serves inside a sandbox.
+// host is the Backend over this machine: internal/hostproc, real paths,
+// and users from the passwd database, switched to with credentials when
+// the server runs as root. It is what the agent serves inside a sandbox.
 type host struct {
 	opts  ServerOptions
 	users *users

@@ -7,7 +7,13 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/berth-sh/berth/internal/hostproc"
 )
+
+// MaxOOMScoreAdj is the highest oom_score_adj: the OOM killer's first
+// choice whatever its size.
+const MaxOOMScoreAdj = hostproc.MaxOOMScoreAdj
 
 // Options configure New: what the protocol enforces whatever the backend.
 type Options struct {

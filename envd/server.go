@@ -35,9 +35,9 @@ var _ http.Handler = (*Server)(nil)
 
 // NewServer serves the protocol over this host (see ServerOptions).
 //
-// Processes are waited for with os/exec (through Go's pidfd), so a PID 1
-// that reaps only zombies no pidfd refers to, as package sandboxinit does, never
-// steals their exit status.
+// Processes are started and waited for by internal/hostproc, through Go's
+// os.Process and its pidfd, so a PID 1 that reaps only zombies no pidfd
+// refers to, as package sandboxinit does, never steals their exit status.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err

@@ -42,7 +42,10 @@ func (Oracle) Run(ctx context.Context, env Env) error {
 // forked while the upload's descriptor was open (an agent serving other
 // calls, berth's own process for in-process providers) holds a copy of it
 // until its child execs. That refusal is retried for up to a second; any
-// other exit, 126 included, is the script's.
+// other exit, 126 included, is the script's. berth's own process starts
+// (internal/hostproc) retry ETXTBSY already, but the exec refused here is
+// the shell's, of the script, which no process starter sees; and on E2B
+// Cloud, Daytona and Modal the starter is the vendor's.
 const scriptRunner = `chmod +x "$0" || exit
 n=0
 while :; do

@@ -5,29 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"os/exec"
-	"path"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
+	"github.com/berth-sh/berth/internal/hostproc"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/types"
 )
 
-// defaultPath is the PATH of commands whose environment sets none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 // process is one started command. done closes once it has exited, every
 // process of its group is gone and its output has been delivered.
 type process struct {
-	pid      int
+	hp       *hostproc.Process // nil for a program that never started
 	done     chan struct{}
 	dropped  chan struct{} // closed when DropStream cut stdout
 	dropOnce sync.Once
@@ -40,7 +31,8 @@ type process struct {
 var _ driver.Process = (*process)(nil)
 
 func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, error) {
-	if s.p.opts.Faults.Get().HangExec {
+	faults := s.p.opts.Faults.Get()
+	if faults.HangExec {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -52,36 +44,89 @@ func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, er
 		return nil, err
 	}
 	defer root.Close()
-	cwd, err := workDir(root, filepath.Join(s.dir, "root"), firstSet(c.Dir, m.WorkDir, "/"))
+	tree := filepath.Join(s.dir, "root")
+	cwd, err := workDir(root, tree, firstSet(c.Dir, m.WorkDir, "/"))
 	if err != nil {
 		return nil, err
 	}
-	env := environ(m.Env, c.Env)
 	p := &process{done: make(chan struct{}), dropped: make(chan struct{}), faults: s.p.opts.Faults}
-	chroot := ""
-	if s.p.opts.Busybox != "" {
-		chroot = filepath.Join(s.dir, "root")
+	spec := hostproc.Spec{
+		Args: c.Args, Env: hostproc.Environ(nil, m.Env, c.Env), Dir: cwd, Stdin: c.Stdin != nil,
+		Stdout: c.Stdout, Stderr: c.Stderr, Timeout: c.Timeout, KillGroupAtExit: true,
 	}
-	prog, ok := lookPath(c.Args[0], cwd, env["PATH"], chroot)
+	look := hostproc.Lookup{PATH: hostproc.Getenv(spec.Env, "PATH"), Dir: cwd, Tree: tree}
+	if s.p.opts.Busybox != "" {
+		// Inside the root the working directory is the sandbox path.
+		rel, _ := filepath.Rel(tree, cwd)
+		spec.Dir = "/" + filepath.ToSlash(rel)
+		spec.Root, spec.Busybox = tree, s.p.opts.Busybox
+		look = hostproc.Lookup{PATH: look.PATH, Dir: spec.Dir, Root: tree}
+	}
+	if faults.DropStream {
+		spec.Stdout = &dropWriter{w: c.Stdout, p: p}
+	}
+	spec.Path, err = hostproc.LookPath(c.Args[0], look)
+	if err == nil {
+		p.hp, err = hostproc.Start(ctx, spec)
+	}
+	if err != nil {
+		return p.refused(c, err, faults.DropStream)
+	}
+	p.run(s.dir, c, faults.DropStream)
+	return p, nil
+}
+
+// refused ends a command whose program could not be run as a shell does
+// (exit 127 or 126 with its complaint on stderr); any other failure is
+// Exec's error.
+func (p *process) refused(c types.Command, err error, drop bool) (driver.Process, error) {
+	code, ok := hostproc.ShellStatus(err)
 	if !ok {
-		// As a shell would: a missing program is exit status 127, not an
-		// error of Exec.
-		if c.Stderr != nil {
-			fmt.Fprintf(c.Stderr, "%s: command not found\n", c.Args[0])
+		if types.ClassOf(err) == types.Unknown {
+			err = types.Classify(types.InvalidArgument, err)
 		}
-		p.code = 127
-		close(p.done)
-		if s.p.opts.Faults.Get().DropStream {
+		return nil, err
+	}
+	if c.Stderr != nil {
+		_, _ = io.WriteString(c.Stderr, hostproc.Complaint(c.Args[0], err))
+	}
+	p.code = code
+	close(p.done)
+	if drop {
+		p.drop()
+	}
+	return p, nil
+}
+
+// run follows a started command until it is over.
+func (p *process) run(dir string, c types.Command, drop bool) {
+	register(dir, p)
+	if _, err := os.Stat(dir); err != nil {
+		// Deleted between our check and register: its killAll missed us.
+		p.killGroup(syscall.SIGKILL)
+	}
+	if c.Stdin != nil {
+		// Not waited for: a caller's Stdin that never reaches EOF must not
+		// keep Wait from returning; Wait closes the pipe, which ends the
+		// copy at its next write.
+		go func() {
+			_, _ = io.Copy(p.hp.Stdin(), c.Stdin)
+			_ = p.hp.Stdin().Close()
+		}()
+	}
+	go func() {
+		ex := p.hp.Wait()
+		p.code = ex.Code
+		if ex.TimedOut {
+			p.code = -1
+			p.err = types.Errorf(types.DeadlineExceeded, "command timed out after %v", c.Timeout)
+		}
+		if drop {
 			p.drop()
 		}
-		return p, nil
-	}
-	if chroot != "" {
-		// Inside the chroot the working directory is the sandbox path.
-		rel, _ := filepath.Rel(chroot, cwd)
-		cwd = "/" + filepath.ToSlash(rel)
-	}
-	return p, p.start(s.dir, prog, cwd, chroot, s.p.opts.Busybox, env, c, s.p.opts.Faults.Get().DropStream)
+		unregister(dir, p)
+		close(p.done)
+	}()
 }
 
 func firstSet(vals ...string) string {
@@ -110,207 +155,38 @@ func workDir(root *os.Root, rootPath, dir string) (string, error) {
 	return filepath.Join(rootPath, filepath.FromSlash(name)), nil
 }
 
-// environ is the Spec's environment, then the Command's, plus a PATH. The
-// host's environment is never inherited: it may hold secrets.
-func environ(spec, cmd map[string]string) map[string]string {
-	env := map[string]string{"PATH": defaultPath}
-	maps.Copy(env, spec)
-	maps.Copy(env, cmd)
-	return env
+// dropWriter is stdout under DropStream: the first chunk is delivered,
+// then the stream is cut and the rest discarded.
+type dropWriter struct {
+	w    io.Writer
+	p    *process
+	once sync.Once
 }
 
-// lookPath finds a program the way a shell does, in the command's own PATH
-// rather than this process's. Absolute programs are host paths (the fake's
-// image is the host); a relative one with a slash is relative to cwd.
-//
-// With a chroot, programs are looked up under it and returned as paths
-// inside it; cwd is a host path either way.
-func lookPath(prog, cwd, pathList, chroot string) (string, bool) {
-	inRoot := func(hostPath string) string {
-		if chroot == "" {
-			return hostPath
+func (d *dropWriter) Write(b []byte) (int, error) {
+	d.once.Do(func() {
+		if d.w != nil {
+			_, _ = d.w.Write(b)
 		}
-		rel, err := filepath.Rel(chroot, hostPath)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			return ""
-		}
-		return "/" + filepath.ToSlash(rel)
-	}
-	if strings.Contains(prog, "/") {
-		host := filepath.Join(chroot, prog)
-		if !path.IsAbs(prog) {
-			host = filepath.Join(cwd, prog)
-		}
-		p := inRoot(host)
-		return p, p != "" && executable(host)
-	}
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		if host := filepath.Join(chroot, dir, prog); executable(host) {
-			return inRoot(host), true
-		}
-	}
-	return "", false
-}
-
-func executable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-func (p *process) start(dir, prog, cwd, chroot, busybox string, env map[string]string, c types.Command, drop bool) error {
-	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        c.Args,
-		Dir:         cwd,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Chroot: chroot},
-	}
-	if chroot != "" && !privileged() {
-		usernsCommand(cmd, busybox, chroot, cwd, prog, c.Args)
-	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		cmd.Env = append(cmd.Env, k+"="+env[k])
-	}
-	// Our own pipes rather than exec's copying goroutines: we decide when
-	// output is complete (after the whole group is gone) and can cut it.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return types.Classify(types.Unavailable, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(outR, outW)
-		return types.Classify(types.Unavailable, err)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inW *os.File
-	if c.Stdin != nil {
-		var inR *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			closeAll(outR, outW, errR, errW)
-			return types.Classify(types.Unavailable, err)
-		}
-		cmd.Stdin = inR
-		defer inR.Close()
-	}
-	if err := cmd.Start(); err != nil {
-		closeAll(outR, outW, errR, errW, inW)
-		return types.Classify(types.InvalidArgument, err)
-	}
-	closeAll(outW, errW)
-	p.pid = cmd.Process.Pid
-	register(dir, p)
-	if _, err := os.Stat(dir); err != nil {
-		// Deleted between our check and register: its killAll missed us.
-		p.killGroup(syscall.SIGKILL)
-	}
-
-	var copiers sync.WaitGroup
-	copiers.Go(func() { p.copyOut(outR, c.Stdout, drop) })
-	copiers.Go(func() { copyStream(errR, c.Stderr) })
-	if inW != nil {
-		// Not waited for: a caller's Stdin that never reaches EOF must not
-		// keep Wait from returning. Closing inW after exit ends the copy at
-		// its next write.
-		go func() {
-			_, _ = io.Copy(inW, c.Stdin)
-			inW.Close()
-		}()
-	}
-	var timedOut atomic.Bool
-	var timer *time.Timer
-	if c.Timeout > 0 {
-		timer = time.AfterFunc(c.Timeout, func() {
-			timedOut.Store(true)
-			p.killGroup(syscall.SIGKILL)
-		})
-	}
-	go func() {
-		_ = cmd.Wait() // the status is in ProcessState
-		if timer != nil {
-			timer.Stop()
-		}
-		// The command is over when its leader is: what it left running in
-		// its group goes too, and with it the last holders of the pipes.
-		p.killGroup(syscall.SIGKILL)
-		copiers.Wait()
-		p.code = exitCode(cmd.ProcessState)
-		if timedOut.Load() {
-			p.code = -1
-			p.err = types.Errorf(types.DeadlineExceeded, "command timed out after %v", c.Timeout)
-		}
-		if drop {
-			p.drop()
-		}
-		unregister(dir, p)
-		close(p.done)
-	}()
-	return nil
-}
-
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
-// copyStream delivers a stream to w (nil discards) and drains the pipe even
-// if w fails, so the process never blocks on a full pipe.
-func copyStream(r *os.File, w io.Writer) {
-	defer r.Close()
-	if w == nil {
-		w = io.Discard
-	}
-	if _, err := io.Copy(w, r); err != nil {
-		_, _ = io.Copy(io.Discard, r)
-	}
-}
-
-// copyOut is copyStream for stdout, with DropStream: the first chunk is
-// delivered, then the stream is cut and the rest discarded.
-func (p *process) copyOut(r *os.File, w io.Writer, drop bool) {
-	if !drop {
-		copyStream(r, w)
-		return
-	}
-	defer r.Close()
-	buf := make([]byte, 32<<10)
-	n, err := r.Read(buf)
-	if n > 0 && w != nil {
-		_, _ = w.Write(buf[:n])
-	}
-	p.drop()
-	if err == nil {
-		_, _ = io.Copy(io.Discard, r)
-	}
+		d.p.drop()
+	})
+	return len(b), nil
 }
 
 func (p *process) drop() { p.dropOnce.Do(func() { close(p.dropped) }) }
 
-func exitCode(st *os.ProcessState) int {
-	if st == nil {
-		return -1
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	if code := st.ExitCode(); code >= 0 {
-		return code
-	}
-	return -1
-}
-
 func (p *process) killGroup(sig syscall.Signal) {
-	if p.pid > 0 {
-		_ = syscall.Kill(-p.pid, sig)
+	if p.hp != nil {
+		_ = p.hp.Signal(sig)
 	}
 }
 
-func (p *process) PID() int { return p.pid }
+func (p *process) PID() int {
+	if p.hp == nil {
+		return 0
+	}
+	return p.hp.PID()
+}
 
 func (p *process) Wait(ctx context.Context) (int, error) {
 	if p.faults.Get().HangExec {
@@ -319,19 +195,19 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 	}
 	select {
 	case <-p.dropped:
-		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.pid)
+		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
 	default:
 	}
 	select {
 	case <-p.done:
 		select {
 		case <-p.dropped:
-			return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.pid)
+			return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
 		default:
 		}
 		return p.code, p.err
 	case <-p.dropped:
-		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.pid)
+		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
@@ -352,12 +228,12 @@ func (p *process) Signal(_ context.Context, sig types.Signal) error {
 	}
 	select {
 	case <-p.done:
-		return types.Errorf(types.NotFound, "process %d has ended", p.pid)
+		return types.Errorf(types.NotFound, "process %d has ended", p.PID())
 	default:
 	}
-	if err := syscall.Kill(-p.pid, s); err != nil {
+	if err := p.hp.Signal(s); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
-			return types.Errorf(types.NotFound, "process %d has ended", p.pid)
+			return types.Errorf(types.NotFound, "process %d has ended", p.PID())
 		}
 		return types.Classify(types.Unavailable, err)
 	}

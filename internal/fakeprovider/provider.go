@@ -40,7 +40,7 @@ type Options struct {
 	// runs commands chrooted into it, so absolute paths in scripts
 	// (/logs/verifier/reward.txt) land in the sandbox and not on the host.
 	// As root the chroot is direct; without root each command gets a user
-	// namespace of its own (userns.go; ChrootMissing says whether that
+	// namespace of its own (internal/hostproc; ChrootMissing says whether that
 	// works here).
 	Busybox string
 }

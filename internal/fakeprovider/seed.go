@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/hostproc"
 )
 
 // applets are the busybox commands a chrooted fake sandbox offers: what
@@ -38,5 +39,10 @@ func seedRoot(dir, busybox string) error {
 
 // privileged reports whether chroot and mknod work as they are: as root.
 // Without root, the chroot mode runs each command in a user namespace of
-// its own (see userns.go).
+// its own (internal/hostproc).
 func privileged() bool { return os.Geteuid() == 0 }
+
+// ChrootMissing says why Options.Busybox cannot confine commands here, or
+// "" when it can (internal/hostproc's ConfineMissing). Tests skip with the
+// reason.
+func ChrootMissing(busybox string) string { return hostproc.ConfineMissing(busybox) }

@@ -1,16 +1,14 @@
 package daytonatest
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"errors"
-	"io"
-	"maps"
 	"os"
-	"os/exec"
-	"slices"
 	"sync"
 	"syscall"
+
+	"github.com/berth-sh/berth/internal/hostproc"
 )
 
 // session is a toolbox session: commands that share a shell in Daytona.
@@ -27,11 +25,10 @@ type command struct {
 	suppressEcho bool
 	log          *logBuf
 
-	mu      sync.Mutex
-	proc    *os.Process
-	stdin   *os.File // write end; nil once the command has ended
-	readers []*os.File
-	killed  bool
+	mu     sync.Mutex
+	hp     *hostproc.Process
+	stdin  *os.File // write end; nil once the command has ended
+	killed bool
 }
 
 // logBuf is a command's log as the daemon writes it, with its exit code.
@@ -90,50 +87,51 @@ var (
 	markErr = []byte{2, 2, 2}
 )
 
-// label copies r into log the way the daemon's labelling loop does
-// (`while IFS= read -r line || [ -n "$line" ]; do printf '<mark>%s\n'`):
-// one marked line per line, NUL bytes lost, a newline added to the last.
-func label(r io.Reader, mark []byte, log *logBuf) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// labeller writes a stream into log the way the daemon's labelling loop
+// does (`while IFS= read -r line || [ -n "$line" ]; do printf '<mark>%s\n'`):
+// one marked line per line, NUL bytes lost; flush ends the last line.
+type labeller struct {
+	mark    []byte
+	log     *logBuf
+	partial []byte // the line begun and not yet ended
+}
+
+func (l *labeller) Write(b []byte) (int, error) {
+	n := len(b)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			line = bytes.ReplaceAll(bytes.TrimSuffix(line, []byte("\n")), []byte{0}, nil)
-			out := make([]byte, 0, len(mark)+len(line)+1)
-			out = append(append(append(out, mark...), line...), '\n')
-			log.append(out)
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			l.partial = append(l.partial, b...)
+			return n, nil
 		}
-		if err != nil {
-			return
-		}
+		l.line(append(l.partial, b[:i]...))
+		l.partial, b = l.partial[:0], b[i+1:]
+	}
+}
+
+func (l *labeller) line(line []byte) {
+	line = bytes.ReplaceAll(line, []byte{0}, nil)
+	out := make([]byte, 0, len(l.mark)+len(line)+1)
+	l.log.append(append(append(append(out, l.mark...), line...), '\n'))
+}
+
+// flush writes a last line that had no newline, adding one.
+func (l *labeller) flush() {
+	if len(l.partial) > 0 {
+		l.line(l.partial)
+		l.partial = nil
 	}
 }
 
 // sandboxEnv is the environment commands in sb see; s.mu is held.
 func sandboxEnv(sb *sandbox, extra map[string]string) []string {
-	env := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": "/root", "USER": "root", "HOSTNAME": "daytona-sandbox",
-	}
-	maps.Copy(env, sb.Env)
-	maps.Copy(env, extra)
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
+	base := map[string]string{"HOME": "/root", "USER": "root", "HOSTNAME": "daytona-sandbox"}
+	return hostproc.Environ(nil, base, sb.Env, extra)
 }
 
-// shell returns `sh` set up to run chrooted into root, in its own process
-// group.
-func shell(root string, env []string, args ...string) *exec.Cmd {
-	return &exec.Cmd{
-		Path:        "/bin/sh",
-		Args:        append([]string{"sh"}, args...),
-		Dir:         "/",
-		Env:         env,
-		SysProcAttr: &syscall.SysProcAttr{Chroot: root, Setpgid: true},
-	}
+// shell is `sh` with args, chrooted into root, in its own process group.
+func shell(root string, env []string, args ...string) hostproc.Spec {
+	return hostproc.Spec{Path: "/bin/sh", Args: append([]string{"sh"}, args...), Dir: "/", Env: env, Root: root}
 }
 
 // startCommand runs text in sb; s.mu is held.
@@ -141,77 +139,34 @@ func (s *Server) startCommand(sb *sandbox, c *command) error {
 	if why := Available(); why != "" {
 		return errors.New(why)
 	}
-	inR, inW, err := os.Pipe()
+	out, errs := &labeller{mark: markOut, log: c.log}, &labeller{mark: markErr, log: c.log}
+	spec := shell(sb.root(), sandboxEnv(sb, nil), "-c", c.text)
+	spec.Stdin, spec.Stdout, spec.Stderr = true, out, errs
+	hp, err := hostproc.Start(context.Background(), spec)
 	if err != nil {
-		return err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		for _, f := range []*os.File{inR, inW, outR, outW} {
-			f.Close()
-		}
-		return err
-	}
-	cmd := shell(sb.root(), sandboxEnv(sb, nil), "-c", c.text)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		for _, f := range []*os.File{inW, outR, errR} {
-			f.Close()
-		}
 		return err
 	}
 	c.mu.Lock()
-	c.proc, c.stdin, c.readers = cmd.Process, inW, []*os.File{outR, errR}
+	c.hp, c.stdin = hp, hp.Stdin()
 	c.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		var lw sync.WaitGroup
-		lw.Add(2)
-		go func() { defer lw.Done(); label(outR, markOut, c.log) }()
-		go func() { defer lw.Done(); label(errR, markErr, c.log) }()
-		lw.Wait()
-		werr := cmd.Wait()
-		outR.Close()
-		errR.Close()
+	s.wg.Go(func() {
+		ex := hp.Wait()
+		out.flush()
+		errs.flush()
 		c.mu.Lock()
 		killed := c.killed
-		if c.stdin != nil {
-			c.stdin.Close()
-			c.stdin = nil
-		}
+		c.stdin = nil
 		c.mu.Unlock()
 		if killed {
 			return // the session is gone; the daemon never writes an exit code
 		}
-		c.log.finish(exitStatus(cmd.ProcessState, werr))
-	}()
+		c.log.finish(ex.Code)
+	})
 	return nil
 }
 
-// exitStatus is the shell's view of how a process ended: its code, or
-// 128+n when signal n killed it.
-func exitStatus(ps *os.ProcessState, err error) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-// kill ends the command's process group and unblocks its log readers.
+// kill ends the command's process group, what it left running there too,
+// and ends its log.
 func (c *command) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -219,13 +174,8 @@ func (c *command) kill() {
 		return
 	}
 	c.killed = true
-	if c.proc != nil {
-		_ = syscall.Kill(-c.proc.Pid, syscall.SIGKILL)
-	}
-	for _, r := range c.readers {
-		// A process that left the group may still hold the pipes; closing
-		// the read ends lets the labellers finish anyway.
-		_ = r.SetReadDeadline(deadlinePast)
+	if c.hp != nil {
+		_ = c.hp.SignalGroup(syscall.SIGKILL)
 	}
 	c.log.end()
 }
@@ -268,8 +218,8 @@ func (s *Server) signalSessions(sb *sandbox, sig syscall.Signal) {
 	for _, sess := range sb.sessions {
 		for _, c := range sess.cmds {
 			c.mu.Lock()
-			if c.proc != nil && !c.killed {
-				_ = syscall.Kill(-c.proc.Pid, sig)
+			if c.hp != nil && !c.killed {
+				_ = c.hp.SignalGroup(sig)
 			}
 			c.mu.Unlock()
 		}

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
-)
 
-var deadlinePast = time.Unix(1, 0)
+	"github.com/berth-sh/berth/internal/hostproc"
+	"github.com/berth-sh/berth/internal/syncbuf"
+)
 
 func (s *Server) toolboxRoutes(mux *http.ServeMux) {
 	const p = "/toolbox/{id}"
@@ -307,29 +307,28 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		return
 	}
 	s.mu.Lock()
-	cmd := shell(sb.root(), sandboxEnv(sb, req.Envs))
+	spec := shell(sb.root(), sandboxEnv(sb, req.Envs))
 	s.mu.Unlock()
 	if req.Cwd != nil {
-		cmd.Dir = *req.Cwd
+		spec.Dir = *req.Cwd
 	}
-	var out bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(req.Command), &out, &out
-	if err := cmd.Start(); err != nil {
+	var out syncbuf.Buffer
+	spec.Stdin, spec.Stdout, spec.Stderr = true, &out, &out
+	if req.Timeout != nil && *req.Timeout > 0 {
+		spec.Timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	hp, err := hostproc.Start(r.Context(), spec)
+	if err != nil {
 		writeJSON(w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
-	var timedOut atomic.Bool
-	if req.Timeout != nil && *req.Timeout > 0 {
-		t := time.AfterFunc(time.Duration(*req.Timeout)*time.Second, func() {
-			timedOut.Store(true)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		})
-		defer t.Stop()
-	}
-	err := cmd.Wait()
-	if timedOut.Load() {
+	// The script is sh's stdin; a timeout kills sh, which ends this write.
+	_, _ = io.WriteString(hp.Stdin(), req.Command)
+	_ = hp.Stdin().Close()
+	ex := hp.Wait()
+	if ex.TimedOut {
 		writeError(w, http.StatusRequestTimeout, "command execution timeout")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"exitCode": exitStatus(cmd.ProcessState, err), "result": out.String()})
+	writeJSON(w, http.StatusOK, map[string]any{"exitCode": ex.Code, "result": out.String()})
 }

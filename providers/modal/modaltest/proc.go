@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,10 +15,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// defaultPath is the PATH of commands whose environment sets none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	"github.com/berth-sh/berth/internal/hostproc"
+)
 
 // ioGrace is how long output may keep coming from a command's leftover
 // children after it exits before its streams are closed.
@@ -35,7 +31,7 @@ type proc struct {
 	done           chan struct{} // closed once it has exited and its output is complete
 
 	mu     sync.Mutex
-	pgid   int // process group of a host process; 0 otherwise
+	hp     *hostproc.Process // a host process until it has finished; nil otherwise
 	code   int32
 	signal int32 // non-zero when killed by a signal
 }
@@ -51,32 +47,29 @@ type execSpec struct {
 	stderrToStdout bool
 }
 
-// start runs spec in the sandbox and registers it under id.
+// start runs spec in the sandbox and registers it under id. Stdin writes
+// wait until the process has its pipe.
 func (sb *sandbox) start(id string, spec execSpec) (*proc, error) {
 	p := &proc{
 		id:     id,
 		stdout: newOutput(spec.discardStdout),
 		stderr: newOutput(spec.discardStderr),
+		stdin:  &stdin{},
 		done:   make(chan struct{}),
 	}
 	if spec.stderrToStdout {
 		p.stderr = p.stdout
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "stdin pipe: %v", err)
-	}
-	p.stdin = &stdin{w: inW}
+	p.stdin.mu.Lock()
+	defer p.stdin.mu.Unlock()
 
 	sb.mu.Lock()
 	if sb.result != nil {
 		sb.mu.Unlock()
-		closeAll(inR, inW)
 		return nil, status.Errorf(codes.NotFound, "Sandbox %s has already finished", sb.id)
 	}
 	if _, dup := sb.execs[id]; dup {
 		sb.mu.Unlock()
-		closeAll(inR, inW)
 		return nil, status.Errorf(codes.AlreadyExists, "exec %s already exists", short(id))
 	}
 	sb.execs[id] = p
@@ -86,13 +79,20 @@ func (sb *sandbox) start(id string, spec execSpec) (*proc, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		closeAll(inR, inW)
+		p.stdin.closed = true
 		return nil, status.Error(codes.Unavailable, errClosed.Error())
 	}
 	s.procs.Add(1)
 	s.mu.Unlock()
 
 	if len(spec.args) > 0 && spec.args[0] == fsToolsPath {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			s.procs.Done()
+			p.stdin.closed = true
+			return nil, status.Errorf(codes.Internal, "stdin pipe: %v", err)
+		}
+		p.stdin.w = inW
 		go func() {
 			defer s.procs.Done()
 			defer inR.Close()
@@ -100,16 +100,18 @@ func (sb *sandbox) start(id string, spec execSpec) (*proc, error) {
 		}()
 		return p, nil
 	}
-	if err := p.startHost(sb, spec, inR); err != nil {
+	if err := p.startHost(sb, spec); err != nil {
 		s.procs.Done()
+		p.stdin.closed = true
 		return nil, err
 	}
 	return p, nil
 }
 
-// startHost starts a host process in the sandbox's tree. A missing program
-// is exit 127 and an unrunnable one 126, as a shell reports them.
-func (p *proc) startHost(sb *sandbox, spec execSpec, inR *os.File) error {
+// startHost starts a host process in the sandbox's tree; p.stdin.mu is
+// held. A missing program is exit 127 and an unrunnable one 126, as a
+// shell reports them.
+func (p *proc) startHost(sb *sandbox, spec execSpec) error {
 	dir := spec.dir
 	if dir == "" {
 		dir = sb.def.GetWorkdir()
@@ -119,78 +121,51 @@ func (p *proc) startHost(sb *sandbox, spec execSpec, inR *os.File) error {
 	}
 	cwd, err := hostPath(sb.root, dir)
 	if err != nil {
-		inR.Close()
 		return err
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		inR.Close()
 		return status.Errorf(codes.InvalidArgument, "working directory %s does not exist", short(dir))
 	}
-	env := map[string]string{"PATH": defaultPath}
-	maps.Copy(env, sb.vars)
-	maps.Copy(env, spec.env)
-	chroot := ""
+	hs := hostproc.Spec{
+		Args: spec.args, Env: hostproc.Environ(nil, sb.vars, spec.env), Dir: cwd, Stdin: true,
+		Stdout: p.stdout, Stderr: p.stderr, Timeout: spec.timeout, Grace: ioGrace,
+	}
+	look := hostproc.Lookup{PATH: hostproc.Getenv(hs.Env, "PATH"), Dir: cwd, Tree: sb.root}
 	if sb.s.opts.Busybox != "" {
-		chroot = sb.root
-	}
-	prog, code := lookPath(spec.args[0], sb.root, cwd, env["PATH"], chroot != "")
-	if code != 0 {
-		inR.Close()
-		fmt.Fprintf(p.stderr, "%s: %s\n", spec.args[0], map[int32]string{127: "command not found", 126: "permission denied"}[code])
-		go func() {
-			defer sb.s.procs.Done()
-			p.finish(code, 0)
-		}()
-		return nil
-	}
-	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        spec.args,
-		Dir:         cwd,
-		Stdin:       inR,
-		Stdout:      p.stdout,
-		Stderr:      p.stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Chroot: chroot},
-		// Output from children left behind may hold the pipes open; the
-		// exec ends with its process, not with them.
-		WaitDelay: ioGrace,
-	}
-	if chroot != "" {
 		// Inside the chroot the working directory is the sandbox path.
-		cmd.Dir = path.Clean(dir)
+		hs.Dir, hs.Root = path.Clean(dir), sb.root
+		look = hostproc.Lookup{PATH: look.PATH, Dir: hs.Dir, Root: sb.root}
 	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		cmd.Env = append(cmd.Env, k+"="+env[k])
+	hs.Path, err = hostproc.LookPath(spec.args[0], look)
+	var hp *hostproc.Process
+	if err == nil {
+		hp, err = hostproc.Start(context.Background(), hs)
 	}
-	if err := cmd.Start(); err != nil {
-		inR.Close()
-		fmt.Fprintf(p.stderr, "%s: %v\n", spec.args[0], err)
+	if err != nil {
+		// Modal's wire has no start error: every refusal is an exit.
+		code, ok := hostproc.ShellStatus(err)
+		if !ok {
+			code = 126
+		}
+		fmt.Fprint(p.stderr, hostproc.Complaint(spec.args[0], err))
+		p.stdin.closed = true
 		go func() {
 			defer sb.s.procs.Done()
-			p.finish(126, 0)
+			p.finish(int32(code), 0)
 		}()
 		return nil
 	}
-	inR.Close()
+	p.stdin.w = hp.Stdin()
 	p.mu.Lock()
-	p.pgid = cmd.Process.Pid
+	p.hp = hp
 	p.mu.Unlock()
-	var timer *time.Timer
-	if spec.timeout > 0 {
-		timer = time.AfterFunc(spec.timeout, p.kill)
-	}
 	go func() {
 		defer sb.s.procs.Done()
-		_ = cmd.Wait()
-		if timer != nil {
-			timer.Stop()
-		}
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled():
-			p.finish(0, int32(ws.Signal()))
-		default:
-			p.finish(int32(ws.ExitStatus()), 0)
+		ex := hp.Wait()
+		if ex.Signal != 0 {
+			p.finish(0, int32(ex.Signal))
+		} else {
+			p.finish(int32(ex.Code), 0)
 		}
 	}()
 	return nil
@@ -198,7 +173,7 @@ func (p *proc) startHost(sb *sandbox, spec execSpec, inR *os.File) error {
 
 func (p *proc) finish(code, signal int32) {
 	p.mu.Lock()
-	p.code, p.signal, p.pgid = code, signal, 0
+	p.code, p.signal, p.hp = code, signal, nil
 	p.mu.Unlock()
 	p.stdout.close()
 	p.stderr.close()
@@ -209,10 +184,10 @@ func (p *proc) finish(code, signal int32) {
 // kill ends the process group with SIGKILL.
 func (p *proc) kill() {
 	p.mu.Lock()
-	pgid := p.pgid
+	hp := p.hp
 	p.mu.Unlock()
-	if pgid > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if hp != nil {
+		_ = hp.Signal(syscall.SIGKILL)
 	}
 }
 
@@ -230,65 +205,6 @@ func hostPath(root, p string) (string, error) {
 		return "", status.Errorf(codes.InvalidArgument, "path %s is not absolute", short(p))
 	}
 	return filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(path.Clean(p), "/"))), nil
-}
-
-// lookPath finds a program as a shell would, in the command's PATH, and
-// returns the path to exec (126 or 127 when there is none). In chroot mode
-// every path is a sandbox path, checked under root. Otherwise the image is
-// the host: bare names and absolute paths missing from the tree are host
-// programs, and a relative path with a slash is relative to cwd.
-func lookPath(prog, root, cwd, pathList string, chroot bool) (string, int32) {
-	type cand struct{ host, exec string }
-	var cands []cand
-	inTree := func(p string) cand {
-		h, _ := hostPath(root, p)
-		return cand{h, p}
-	}
-	switch {
-	case chroot && strings.Contains(prog, "/"):
-		rel, _ := filepath.Rel(root, filepath.Join(cwd, prog))
-		if strings.HasPrefix(prog, "/") {
-			rel = prog
-		}
-		cands = []cand{inTree("/" + strings.TrimPrefix(filepath.ToSlash(rel), "/"))}
-	case strings.HasPrefix(prog, "/"):
-		c := inTree(prog)
-		cands = []cand{{c.host, c.host}, {prog, prog}}
-	case strings.Contains(prog, "/"):
-		p := filepath.Join(cwd, prog)
-		cands = []cand{{p, p}}
-	default:
-		for _, d := range filepath.SplitList(pathList) {
-			switch {
-			case !filepath.IsAbs(d):
-			case chroot:
-				cands = append(cands, inTree(path.Join(d, prog)))
-			default:
-				cands = append(cands, cand{filepath.Join(d, prog), filepath.Join(d, prog)})
-			}
-		}
-	}
-	code := int32(127)
-	for _, c := range cands {
-		fi, err := os.Stat(c.host)
-		if err != nil || fi.IsDir() {
-			continue
-		}
-		if fi.Mode()&0o111 == 0 {
-			code = 126
-			continue
-		}
-		return c.exec, 0
-	}
-	return "", code
-}
-
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 // output holds everything a stream produced, so that a reader can resume at
@@ -404,7 +320,7 @@ func (in *stdin) close() {
 func (in *stdin) closeLocked() {
 	if !in.closed {
 		in.closed = true
-		in.w.Close()
+		_ = in.w.Close()
 	}
 }
 

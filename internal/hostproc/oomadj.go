@@ -1,4 +1,4 @@
-package envd
+package hostproc
 
 import (
 	"os"
