@@ -151,8 +151,9 @@ func (t *Template) SpecialToken(name string) (string, bool) {
 // Render renders in. A template error (raise_exception included) is
 // returned, wrapped.
 func (t *Template) Render(in Input) (string, error) {
-	// The precedence of transformers.js's apply_chat_template: the
-	// conversation, then the special tokens, then the kwargs over both.
+	// As transformers' apply_chat_template: the conversation, then
+	// template_kwargs = {**special_tokens_map, **kwargs} (a kwarg naming a
+	// conversation variable is an error there and wins here).
 	vars := make(map[string]jinja.Value, len(t.vars)+len(in.Kwargs)+4)
 	vars["messages"] = jinja.ListValue(in.Messages)
 	vars["add_generation_prompt"] = jinja.BoolValue(in.AddGenerationPrompt)
@@ -179,5 +180,5 @@ func (t *Template) Render(in Input) (string, error) {
 }
 
 // ParseJSON decodes a message, a tool or a kwarg value from its JSON, as
-// the reference sees a value JSON.parse produced.
+// the trainer sees a value json.loads produced.
 func ParseJSON(raw []byte) (jinja.Value, error) { return jinja.FromJSON(raw) }

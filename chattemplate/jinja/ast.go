@@ -6,8 +6,11 @@ package jinja
 type node interface{}
 
 type (
-	textNode     struct{ s string } // template text and string literals
-	intLit       struct{ n float64 }
+	textNode struct{ s string } // template text and string literals
+	intLit   struct {
+		n   float64
+		lit string // the digits, exact past int64
+	}
 	floatLit     struct{ n float64 }
 	arrayLit     struct{ items []node }
 	tupleLit     struct{ items []node }

@@ -6,14 +6,15 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // stringBuiltin is a string's attribute: its methods and length. Anything
-// else is undefined, as in the reference (no find, count, format, join).
+// else is undefined (Python has find, count, format, join: see doc.go).
 func stringBuiltin(s, name string) Value {
 	switch name {
 	case "length":
-		return IntValue(int64(utf16Len(s)))
+		return IntValue(int64(utf8.RuneCountInString(s)))
 	case "upper", "lower", "strip", "title", "capitalize", "rstrip", "lstrip", "startswith", "endswith", "split", "replace":
 		return Value{kind: Func, fn: &function{call: func(args []Value, _ *env) (Value, error) {
 			return stringMethod(s, name, args)
@@ -25,38 +26,23 @@ func stringBuiltin(s, name string) Value {
 func stringMethod(s, name string, args []Value) (Value, error) {
 	switch name {
 	case "length":
-		return IntValue(int64(utf16Len(s))), nil
+		return IntValue(int64(utf8.RuneCountInString(s))), nil
 	case "upper":
 		return StringValue(jsUpper(s)), nil
 	case "lower":
 		return StringValue(jsLower(s)), nil
-	case "strip": // the reference ignores the characters argument
-		return StringValue(jsTrim(s)), nil
-	case "lstrip":
-		return StringValue(jsTrimStart(s)), nil
-	case "rstrip":
-		return StringValue(jsTrimEnd(s)), nil
+	case "strip", "lstrip", "rstrip":
+		var chars *string
+		if len(args) > 0 && args[0].kind == String {
+			chars = &args[0].s
+		} else if len(args) > 0 && args[0].kind != Null {
+			return Value{}, fmt.Errorf("jinja: %s arg must be None or str", name)
+		}
+		return StringValue(pyStrip(s, chars, name != "rstrip", name != "lstrip")), nil
 	case "title":
-		var b strings.Builder
-		prevWord := false
-		for _, r := range s {
-			w := isWordRune(r)
-			if w && !prevWord && r >= 'a' && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			b.WriteRune(r)
-			prevWord = w
-		}
-		return StringValue(b.String()), nil
+		return StringValue(pyTitle(s)), nil
 	case "capitalize":
-		if s == "" {
-			return StringValue(""), nil
-		}
-		r, n := decodeRune(s)
-		if r > 0xffff { // charAt(0) is half a surrogate pair: unchanged
-			return StringValue(s), nil
-		}
-		return StringValue(jsUpper(string(r)) + s[n:]), nil
+		return StringValue(pyCapitalize(s)), nil
 	case "startswith", "endswith":
 		if len(args) == 0 {
 			return Value{}, fmt.Errorf("jinja: %s() requires at least one argument", name)
@@ -107,22 +93,22 @@ func split(s string, args []Value) (Value, error) {
 	limit := int(maxsplit.n)
 	var parts []string
 	if sep.kind == Null {
-		text := jsTrimStart(s)
+		text := strings.TrimLeftFunc(s, pyIsSpace)
 		for i := 0; i < len(text); {
 			r, n := decodeRune(text[i:])
-			if isJSSpace(r) {
+			if pyIsSpace(r) {
 				i += n
 				continue
 			}
 			j := i
 			for j < len(text) {
 				r, n := decodeRune(text[j:])
-				if isJSSpace(r) {
+				if pyIsSpace(r) {
 					break
 				}
 				j += n
 			}
-			if limit != -1 && len(parts) >= limit {
+			if limit >= 0 && len(parts) >= limit {
 				parts = append(parts, text[i:])
 				break
 			}
@@ -134,14 +120,10 @@ func split(s string, args []Value) (Value, error) {
 			return Value{}, errors.New("jinja: empty separator")
 		}
 		parts = strings.Split(s, sep.s)
-		if limit != -1 && len(parts) > limit {
-			// Array.prototype.splice(limit): a negative start counts from the end.
-			at := limit
-			if at < 0 {
-				at = max(len(parts)+at, 0)
-			}
-			rest := strings.Join(parts[at:], sep.s)
-			parts = append(parts[:at:at], rest)
+		if limit >= 0 && len(parts) > limit {
+			// maxsplit: a negative one is no limit
+			rest := strings.Join(parts[limit:], sep.s)
+			parts = append(parts[:limit:limit], rest)
 		}
 	}
 	out := make([]Value, len(parts))
@@ -210,7 +192,7 @@ func objectBuiltin(o Value, name string) Value {
 	pairs := func() []Value {
 		out := make([]Value, len(m.keys))
 		for i, k := range m.keys {
-			out[i] = ListValue([]Value{StringValue(k), m.vals[k]})
+			out[i] = tupleValue([]Value{StringValue(k), m.vals[k]})
 		}
 		return out
 	}
@@ -294,7 +276,7 @@ func init() {
 		if b == nil {
 			return false, errors.New("jinja: the equalto test needs a value")
 		}
-		return strictEq(v, *b), nil
+		return pyEq(v, *b), nil
 	}
 	tests = map[string]testFunc{
 		"boolean":   is(func(v Value) bool { return v.kind == Bool }),
@@ -307,6 +289,7 @@ func init() {
 		"string":    is(func(v Value) bool { return v.kind == String }),
 		"number":    is(func(v Value) bool { return v.isNumber() }),
 		"integer":   is(func(v Value) bool { return v.kind == Int }),
+		"float":     is(func(v Value) bool { return v.kind == Float }),
 		"iterable":  is(func(v Value) bool { return v.kind == Array || v.kind == String }),
 		"mapping":   is(func(v Value) bool { return v.isObject() }),
 		"sequence":  is(func(v Value) bool { return v.isArray() || v.isObject() || v.kind == String }),
@@ -331,7 +314,7 @@ func globals() map[string]Value {
 		"raise_exception": fn(func(args []Value) (Value, error) {
 			msg := "undefined"
 			if len(args) > 0 {
-				msg, _ = args[0].jsString()
+				msg, _ = args[0].pyStr()
 			}
 			return Value{}, fmt.Errorf("jinja: raise_exception: %s", msg)
 		}),

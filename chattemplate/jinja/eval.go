@@ -3,7 +3,6 @@ package jinja
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -47,7 +46,7 @@ func (in *interp) block(nodes []node, e *env) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		if v.kind == Null || v.kind == Undefined {
+		if v.kind == Undefined { // statements, and undefined variables, print nothing
 			continue
 		}
 		s, err := v.toString()
@@ -66,11 +65,11 @@ func (in *interp) eval(n node, e *env) (Value, error) {
 	case textNode:
 		return StringValue(n.s), nil
 	case intLit:
-		return Value{kind: Int, n: n.n}, nil
+		return intValueOf(n.lit, n.n), nil
 	case floatLit:
 		return FloatValue(n.n), nil
 	case commentNode:
-		return NullValue, nil
+		return UndefinedValue, nil
 	case breakNode:
 		return Value{}, errBreak
 	case continueNode:
@@ -164,7 +163,7 @@ func (in *interp) eval(n node, e *env) (Value, error) {
 		return in.evalSet(n, e)
 	case *macroNode:
 		in.defineMacro(n, e)
-		return NullValue, nil
+		return UndefinedValue, nil
 	case *callBlockNode:
 		return in.evalCallBlock(n, e)
 	}
@@ -300,7 +299,7 @@ func (in *interp) evalMember(n *memberNode, e *env) (Value, error) {
 		case Int:
 			i := int(prop.n)
 			if obj.kind == String {
-				if s, ok := utf16At(obj.s, i); ok {
+				if s, ok := runeAt(obj.s, i); ok {
 					return StringValue(s), nil
 				}
 				return UndefinedValue, nil
@@ -463,126 +462,13 @@ func (in *interp) evalBinary(n *binaryNode, e *env) (Value, error) {
 	return binaryOp(n.op, left, right)
 }
 
-func binaryOp(op string, left, right Value) (Value, error) {
-	switch op {
-	case "==":
-		return BoolValue(looseEq(left, right)), nil
-	case "!=":
-		return BoolValue(!looseEq(left, right)), nil
-	}
-	if left.kind == Undefined || right.kind == Undefined {
-		if right.kind == Undefined && (op == "in" || op == "not in") {
-			return BoolValue(op == "not in"), nil
-		}
-		return Value{}, fmt.Errorf("jinja: cannot perform operation %s on undefined values", op)
-	}
-	if left.kind == Null || right.kind == Null {
-		return Value{}, errors.New("jinja: cannot perform operation on null values")
-	}
-	if op == "~" {
-		return concat(left, right)
-	}
-	numLike := func(v Value) bool { return v.isNumber() || v.kind == Bool }
-	numOf := func(v Value) float64 {
-		if v.kind == Bool {
-			return boolNum(v.b)
-		}
-		return v.n
-	}
-	if op == "**" && numLike(left) && numLike(right) {
-		a, b := numOf(left), numOf(right)
-		if a == 0 && b < 0 {
-			return Value{}, errors.New("jinja: 0.0 cannot be raised to a negative power")
-		}
-		r := math.Pow(a, b)
-		if math.IsInf(r, 0) || math.IsNaN(r) {
-			return Value{}, errors.New("jinja: exponentiation result is not a finite real number")
-		}
-		if left.kind == Float || right.kind == Float || b < 0 {
-			return FloatValue(r), nil
-		}
-		return Value{kind: Int, n: r}, nil
-	}
-	if left.isNumber() && right.isNumber() {
-		a, b := left.n, right.n
-		isFloat := left.kind == Float || right.kind == Float
-		num := func(r float64) Value {
-			if isFloat {
-				return FloatValue(r)
-			}
-			return Value{kind: Int, n: r}
-		}
-		switch op {
-		case "+":
-			return num(a + b), nil
-		case "-":
-			return num(a - b), nil
-		case "*":
-			return num(a * b), nil
-		case "/":
-			return FloatValue(a / b), nil
-		case "//":
-			return num(math.Floor(a / b)), nil
-		case "%":
-			return num(math.Mod(a, b)), nil
-		case "<":
-			return BoolValue(a < b), nil
-		case ">":
-			return BoolValue(a > b), nil
-		case ">=":
-			return BoolValue(a >= b), nil
-		case "<=":
-			return BoolValue(a <= b), nil
-		}
-	} else if left.isArray() && right.isArray() {
-		if op == "+" {
-			items := append(append([]Value(nil), left.arr.items...), right.arr.items...)
-			return ListValue(items), nil
-		}
-	} else if right.isArray() {
-		found := false
-		for _, x := range right.arr.items {
-			if strictEq(x, left) {
-				found = true
-				break
-			}
-		}
-		switch op {
-		case "in":
-			return BoolValue(found), nil
-		case "not in":
-			return BoolValue(!found), nil
-		}
-	}
-	if (left.kind == String || right.kind == String) && op == "+" {
-		return concat(left, right)
-	}
-	if left.kind == String && right.kind == String {
-		switch op {
-		case "in":
-			return BoolValue(strings.Contains(right.s, left.s)), nil
-		case "not in":
-			return BoolValue(!strings.Contains(right.s, left.s)), nil
-		}
-	}
-	if left.kind == String && right.isObject() {
-		_, has := right.obj.Get(left.s)
-		switch op {
-		case "in":
-			return BoolValue(has), nil
-		case "not in":
-			return BoolValue(!has), nil
-		}
-	}
-	return Value{}, fmt.Errorf("jinja: unknown operator %q between %s and %s", op, left.kind, right.kind)
-}
-
+// concat is "~": str() of both sides.
 func concat(a, b Value) (Value, error) {
-	sa, err := a.jsString()
+	sa, err := a.pyStr()
 	if err != nil {
 		return Value{}, err
 	}
-	sb, err := b.jsString()
+	sb, err := b.pyStr()
 	if err != nil {
 		return Value{}, err
 	}

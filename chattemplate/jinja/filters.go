@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ func plainFilter(v Value, name string) (Value, error) {
 	case "safe":
 		return v, nil
 	case "tojson":
-		s, err := toJSON(v, jsonOptions{}, 0, true)
+		s, err := pyJSON(v, jsonOptions{})
 		return StringValue(s), err
 	}
 	switch {
@@ -58,14 +59,14 @@ func plainFilter(v Value, name string) (Value, error) {
 		case "join":
 			return joinValues(items, "")
 		case "string":
-			s, err := toJSON(v, jsonOptions{}, 0, false)
+			s, err := v.pyStr()
 			return StringValue(s), err
 		case "unique":
 			var out []Value
 			for _, it := range items {
 				dup := false
 				for _, o := range out {
-					if sameValueZero(o, it) {
+					if pyEq(o, it) {
 						dup = true
 						break
 					}
@@ -79,36 +80,26 @@ func plainFilter(v Value, name string) (Value, error) {
 		return Value{}, fmt.Errorf("jinja: unknown ArrayValue filter: %s", name)
 	case v.kind == String:
 		switch name {
-		case "length", "upper", "lower", "title", "capitalize":
+		case "length", "upper", "lower", "capitalize":
 			return stringMethod(v.s, name, nil)
+		case "title":
+			return StringValue(titleFilter(v.s)), nil
 		case "trim":
-			return StringValue(jsTrim(v.s)), nil
+			return StringValue(pyStrip(v.s, nil, true, true)), nil
 		case "indent":
 			return StringValue(indent(v.s, 4, false, false)), nil
 		case "join", "string":
 			return v, nil
-		case "int":
-			n := jsParseInt(v.s)
-			if math.IsNaN(n) {
-				n = 0
-			}
-			return Value{kind: Int, n: n}, nil
-		case "float":
-			n := jsParseFloat(v.s)
-			if math.IsNaN(n) {
-				n = 0
-			}
-			return FloatValue(n), nil
+		case "int", "float":
+			return numberFilter(v, name, Value{}), nil
 		}
 		return Value{}, fmt.Errorf("jinja: unknown StringValue filter: %s", name)
 	case v.isNumber():
 		switch name {
 		case "abs":
 			return Value{kind: v.kind, n: math.Abs(v.n)}, nil
-		case "int":
-			return Value{kind: Int, n: math.Floor(v.n)}, nil
-		case "float":
-			return FloatValue(v.n), nil
+		case "int", "float":
+			return numberFilter(v, name, Value{}), nil
 		case "string":
 			s, err := v.toString()
 			return StringValue(s), err
@@ -133,10 +124,8 @@ func plainFilter(v Value, name string) (Value, error) {
 		switch name {
 		case "bool":
 			return v, nil
-		case "int":
-			return IntValue(int64(boolNum(v.b))), nil
-		case "float":
-			return FloatValue(boolNum(v.b)), nil
+		case "int", "float":
+			return numberFilter(v, name, Value{}), nil
 		case "string":
 			s, _ := v.toString()
 			return StringValue(s), nil
@@ -158,14 +147,11 @@ func indent(s string, width int, first, blank bool) string {
 	return strings.Join(lines, "\n")
 }
 
-// joinValues is Array.prototype.join over the wrapped values.
+// joinValues is jinja2's join: str() of each item.
 func joinValues(items []Value, sep string) (Value, error) {
 	parts := make([]string, len(items))
 	for i, it := range items {
-		if it.kind == Null || it.kind == Undefined {
-			continue
-		}
-		s, err := it.jsString()
+		s, err := it.pyStr()
 		if err != nil {
 			return Value{}, err
 		}
@@ -217,31 +203,7 @@ func (in *interp) callFilter(v Value, name string, argNodes []node, e *env) (Val
 		if name == "float" {
 			def = FloatValue(0)
 		}
-		def = arg(args, 0, kw, "default", def)
-		switch {
-		case v.kind == String:
-			var n float64
-			if name == "int" {
-				n = jsParseInt(v.s)
-			} else {
-				n = jsParseFloat(v.s)
-			}
-			if math.IsNaN(n) {
-				return def, nil
-			}
-			if name == "int" {
-				return Value{kind: Int, n: n}, nil
-			}
-			return FloatValue(n), nil
-		case v.isNumber():
-			return v, nil
-		case v.kind == Bool:
-			if name == "int" {
-				return IntValue(int64(boolNum(v.b))), nil
-			}
-			return FloatValue(boolNum(v.b)), nil
-		}
-		return Value{}, fmt.Errorf("jinja: cannot apply filter %q to type: %s", name, v.kind)
+		return numberFilter(v, name, arg(args, 0, kw, "default", def)), nil
 	case "default":
 		def := StringValue("")
 		if len(args) > 0 {
@@ -272,7 +234,7 @@ func (in *interp) callFilter(v Value, name string, argNodes []node, e *env) (Val
 			case String:
 				path = &attr.s
 			case Int:
-				s := jsNumber(attr.n)
+				s := attr.intString()
 				path = &s
 			default:
 				return Value{}, errors.New("jinja: attribute must be a string, integer, or null")
@@ -283,7 +245,7 @@ func (in *interp) callFilter(v Value, name string, argNodes []node, e *env) (Val
 		case "map":
 			attr, ok := kw.Get("attribute")
 			if !ok {
-				return Value{}, errors.New("jinja: `map` expressions without `attribute` set are not currently supported")
+				return mapFilter(v.arr.items, args)
 			}
 			if attr.kind != String {
 				return Value{}, errors.New("jinja: attribute must be a string")
@@ -343,13 +305,18 @@ func (v Value) truthyJSValue() bool {
 func tojsonFilter(v Value, kw *Map) (Value, error) {
 	o := jsonOptions{}
 	if ind, ok := kw.Get("indent"); ok && ind.kind != Null {
-		if ind.kind != Int {
-			return Value{}, errors.New("jinja: if set, indent must be a number")
+		// json.dumps: an int is that many spaces (0 and below: newlines
+		// only), a string is the indent itself.
+		var s string
+		switch ind.kind {
+		case Int:
+			s = strings.Repeat(" ", max(0, int(ind.n)))
+		case String:
+			s = ind.s
+		default:
+			return Value{}, errors.New("jinja: if set, indent must be an int or a string")
 		}
-		if ind.n < 0 {
-			return Value{}, errors.New("jinja: invalid indent")
-		}
-		o.indent = int(ind.n)
+		o.indent = &s
 	}
 	if a, ok := kw.Get("ensure_ascii"); ok {
 		if a.kind != Bool {
@@ -367,9 +334,9 @@ func tojsonFilter(v Value, kw *Map) (Value, error) {
 		if !seps.isArray() || len(seps.arr.items) != 2 || seps.arr.items[0].kind != String || seps.arr.items[1].kind != String {
 			return Value{}, errors.New("jinja: separators must be a tuple of two strings")
 		}
-		o.seps, o.itemSep, o.keySep = true, seps.arr.items[0].s, seps.arr.items[1].s
+		o.seps = &[2]string{seps.arr.items[0].s, seps.arr.items[1].s}
 	}
-	s, err := toJSON(v, o, 0, true)
+	s, err := pyJSON(v, o)
 	return StringValue(s), err
 }
 
@@ -430,11 +397,11 @@ func attrPath(it Value, path string) Value {
 			}
 			v = x
 		case v.isArray():
-			n := jsParseInt(part)
-			if math.IsNaN(n) || n < 0 || int(n) >= len(v.arr.items) {
+			n, err := strconv.Atoi(part)
+			if err != nil || n < 0 || n >= len(v.arr.items) {
 				return UndefinedValue
 			}
-			v = v.arr.items[int(n)]
+			v = v.arr.items[n]
 		default:
 			return UndefinedValue
 		}
@@ -450,24 +417,9 @@ func compareValues(a, b Value, caseSensitive bool) (int, error) {
 	case a.kind == Null || b.kind == Null || a.kind == Undefined || b.kind == Undefined:
 		return 0, fmt.Errorf("jinja: cannot compare %s with %s", a.kind, b.kind)
 	}
-	numLike := func(v Value) (float64, bool) {
-		switch v.kind {
-		case Int, Float:
-			return v.n, true
-		case Bool:
-			return boolNum(v.b), true
-		}
-		return 0, false
-	}
-	if x, ok := numLike(a); ok {
-		if y, ok := numLike(b); ok {
-			switch {
-			case x < y:
-				return -1, nil
-			case x > y:
-				return 1, nil
-			}
-			return 0, nil
+	if x, ok := pyNumber(a); ok {
+		if y, ok := pyNumber(b); ok {
+			return cmpFloat(x, y), nil
 		}
 	}
 	if a.kind != b.kind {
@@ -481,9 +433,9 @@ func compareValues(a, b Value, caseSensitive bool) (int, error) {
 		x, y = jsLower(x), jsLower(y)
 	}
 	switch {
-	case utf16Less(x, y):
+	case x < y: // Python orders strings by code point, as Go's < on UTF-8
 		return -1, nil
-	case utf16Less(y, x):
+	case x > y:
 		return 1, nil
 	}
 	return 0, nil
@@ -510,6 +462,23 @@ func sortValues(items []Value, reverse, caseSensitive bool, path *string) (Value
 	})
 	if cmpErr != nil {
 		return Value{}, cmpErr
+	}
+	return ListValue(out), nil
+}
+
+// mapFilter is map("filter"): a filter written without arguments applied
+// to each item.
+func mapFilter(items, args []Value) (Value, error) {
+	if len(args) != 1 || args[0].kind != String {
+		return Value{}, errors.New("jinja: map needs a filter name or attribute=")
+	}
+	out := make([]Value, len(items))
+	for i, it := range items {
+		v, err := plainFilter(it, args[0].s)
+		if err != nil {
+			return Value{}, err
+		}
+		out[i] = v
 	}
 	return ListValue(out), nil
 }

@@ -475,6 +475,22 @@ func (lx *lexer) operand() error {
 			}
 			num += "." + frac
 		}
+		// jinja2's float_re: an exponent, with or without a fraction.
+		if e := lx.at(lx.pos); e == 'e' || e == 'E' {
+			k := lx.pos + 1
+			if lx.at(k) == '+' || lx.at(k) == '-' {
+				k++
+			}
+			if isDigit(lx.at(k)) {
+				sign := string(lx.src[lx.pos+1 : k])
+				lx.pos = k
+				exp, err := lx.consumeWhile(isDigit)
+				if err != nil {
+					return err
+				}
+				num += "e" + sign + exp
+			}
+		}
 		lx.push(num, tNumber)
 		return nil
 	}

@@ -561,10 +561,10 @@ func (p *parser) parsePrimary() node {
 		if err != nil {
 			p.fail("bad number %q", tk.val)
 		}
-		if strings.Contains(tk.val, ".") {
+		if strings.ContainsAny(tk.val, ".e") {
 			return floatLit{f}
 		}
-		return intLit{f}
+		return intLit{f, tk.val}
 	case tString:
 		s := tk.val
 		for p.is(tString) {

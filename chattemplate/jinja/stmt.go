@@ -41,7 +41,7 @@ func (in *interp) evalFor(n *forNode, e *env) (Value, error) {
 		case identNode:
 			s.vars[lv.name] = cur
 		case tupleLit:
-			if cur.kind != Array {
+			if !cur.isArray() {
 				return fmt.Errorf("jinja: cannot unpack non-iterable type: %s", cur.kind)
 			}
 			if len(lv.items) != len(cur.arr.items) {
@@ -71,7 +71,7 @@ func (in *interp) evalFor(n *forNode, e *env) (Value, error) {
 			if !ok.truthy() {
 				continue
 			}
-		} else if _, ok := n.loopvar.(tupleLit); ok && cur.kind != Array {
+		} else if _, ok := n.loopvar.(tupleLit); ok && !cur.isArray() {
 			return Value{}, fmt.Errorf("jinja: cannot unpack non-iterable type: %s", cur.kind)
 		}
 		items = append(items, cur)
@@ -100,6 +100,9 @@ func (in *interp) evalFor(n *forNode, e *env) (Value, error) {
 		}
 		loop.Set("previtem", prev)
 		loop.Set("nextitem", next)
+		// As jinja2: each iteration has its own scope, so a name set in one
+		// iteration is undefined in the next.
+		scope := newEnv(e)
 		scope.vars["loop"] = ObjectValue(loop)
 		if err := bind(scope, cur); err != nil {
 			return Value{}, err
@@ -118,7 +121,7 @@ func (in *interp) evalFor(n *forNode, e *env) (Value, error) {
 		none = false
 	}
 	if none {
-		v, err := in.block(n.fallback, scope)
+		v, err := in.block(n.fallback, newEnv(e))
 		if err != nil {
 			return Value{}, err
 		}
@@ -171,7 +174,7 @@ func (in *interp) evalSet(n *setNode, e *env) (Value, error) {
 	default:
 		return Value{}, errors.New("jinja: invalid left-hand side in assignment")
 	}
-	return NullValue, nil
+	return UndefinedValue, nil
 }
 
 type param struct {
@@ -229,7 +232,7 @@ func (in *interp) bindArgs(name string, ps []param, special map[string]bool, arg
 		if len(pos) > len(ps) {
 			rest = pos[len(ps):]
 		}
-		scope.vars["varargs"] = ListValue(append([]Value(nil), rest...))
+		scope.vars["varargs"] = tupleValue(append([]Value(nil), rest...))
 	} else if len(pos) > len(ps) {
 		return fmt.Errorf("jinja: macro %s takes not more than %d argument(s)", name, len(ps))
 	}

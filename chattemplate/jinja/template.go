@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Template is a compiled template. It is immutable and safe for concurrent
@@ -68,11 +68,10 @@ func (t *Template) Render(vars map[string]Value) (string, error) {
 // MaxJSONDepth bounds the nesting of values decoded by FromJSON.
 const MaxJSONDepth = 64
 
-// FromJSON decodes one JSON value the way the reference sees a value that
-// JSON.parse produced: numbers are doubles (integral ones are IntegerValue),
-// and an object's keys come in JavaScript's own order (array-index keys
-// first, ascending, then the others in insertion order; a repeated key
-// keeps its first position and its last value).
+// FromJSON decodes one JSON value the way Python's json.loads does:
+// integers are ints and numbers with a fraction or exponent floats, and an
+// object's keys keep their document order (a repeated key keeps its first
+// position and its last value).
 func FromJSON(data []byte) (Value, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -102,11 +101,16 @@ func decodeValue(dec *json.Decoder, depth int) (Value, error) {
 	case string:
 		return StringValue(t), nil
 	case json.Number:
+		// As json.loads: a literal with a fraction or exponent is a float
+		// (1.0 stays 1.0), any other an int.
 		f, err := strconv.ParseFloat(string(t), 64)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return Value{}, err
 		}
-		return numberValue(f), nil
+		if !strings.ContainsAny(string(t), ".eE") {
+			return intValueOf(string(t), f), nil
+		}
+		return FloatValue(f), nil
 	case json.Delim:
 		if t == '[' {
 			items := []Value{}
@@ -135,38 +139,7 @@ func decodeValue(dec *json.Decoder, depth int) (Value, error) {
 		if _, err := dec.Token(); err != nil {
 			return Value{}, err
 		}
-		jsKeyOrder(m)
 		return ObjectValue(m), nil
 	}
 	return Value{}, fmt.Errorf("jinja: unexpected JSON token %v", tok)
-}
-
-// jsKeyOrder moves array-index keys ("0", "17", not "017") to the front in
-// numeric order, as JavaScript orders an object's own keys.
-func jsKeyOrder(m *Map) {
-	var idx, rest []string
-	for _, k := range m.keys {
-		if isArrayIndex(k) {
-			idx = append(idx, k)
-		} else {
-			rest = append(rest, k)
-		}
-	}
-	if len(idx) == 0 {
-		return
-	}
-	sort.Slice(idx, func(i, j int) bool {
-		a, _ := strconv.ParseUint(idx[i], 10, 64)
-		b, _ := strconv.ParseUint(idx[j], 10, 64)
-		return a < b
-	})
-	m.keys = append(idx, rest...)
-}
-
-func isArrayIndex(k string) bool {
-	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') {
-		return false
-	}
-	n, err := strconv.ParseUint(k, 10, 64)
-	return err == nil && n < math.MaxUint32
 }

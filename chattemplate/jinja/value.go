@@ -1,17 +1,16 @@
 package jinja
 
 import (
-	"fmt"
 	"math"
-	"strings"
+	"strconv"
 )
 
 // Kind is the runtime type of a Value, one per runtime value class of the
 // reference engine.
 type Kind uint8
 
-// The kinds. Int and Float are both JavaScript numbers (float64); the kind
-// only changes how they print and what arithmetic returns.
+// The kinds. Int and Float are Python's int and float: an Int keeps its
+// exact int64 beside the float64 that arithmetic uses.
 const (
 	Undefined Kind = iota
 	Null
@@ -37,6 +36,7 @@ type Value struct {
 	kind Kind
 	b    bool
 	n    float64
+	i    int64 // an Int's exact value, when n holds it (see intString)
 	s    string
 	arr  *list
 	obj  *Map
@@ -45,7 +45,7 @@ type Value struct {
 
 type list struct{ items []Value }
 
-// Map is an insertion-ordered string-keyed mapping (a JavaScript Map).
+// Map is an insertion-ordered string-keyed mapping (a Python dict).
 type Map struct {
 	keys []string
 	vals map[string]Value
@@ -63,18 +63,28 @@ var (
 
 // BoolValue, IntValue, FloatValue and StringValue wrap Go scalars.
 func BoolValue(b bool) Value      { return Value{kind: Bool, b: b} }
-func IntValue(n int64) Value      { return Value{kind: Int, n: float64(n)} }
+func IntValue(n int64) Value      { return Value{kind: Int, n: float64(n), i: n} }
 func FloatValue(f float64) Value  { return Value{kind: Float, n: f} }
 func StringValue(s string) Value  { return Value{kind: String, s: s} }
-func numberValue(f float64) Value { return Value{kind: numberKind(f), n: f} }
+func numberValue(f float64) Value { return Value{kind: numberKind(f), n: f, i: int64(f)} }
 
-// numberKind is what the reference picks for a JavaScript number it is
-// given: IntegerValue when Number.isInteger, else FloatValue.
+// numberKind is the kind of a computed number that has no kind of its own
+// (built-ins such as range and length): Int when integral.
 func numberKind(f float64) Kind {
 	if !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) {
 		return Int
 	}
 	return Float
+}
+
+// intValueOf is the int a literal or JSON integer spells; past int64 it
+// keeps the digits to print (Python's ints are exact) and computes with the
+// nearest float.
+func intValueOf(digits string, f float64) Value {
+	if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
+		return IntValue(i)
+	}
+	return Value{kind: Int, n: f, s: digits}
 }
 
 // ListValue makes an Array of items (not copied).
@@ -170,162 +180,5 @@ func (v Value) truthy() bool {
 	return true // namespaces and functions
 }
 
-// toString is RuntimeValue.toString(): how a value prints in output.
-func (v Value) toString() (string, error) {
-	switch v.kind {
-	case Undefined:
-		return "undefined", nil
-	case Null:
-		return "null", nil
-	case Bool:
-		if v.b {
-			return "true", nil
-		}
-		return "false", nil
-	case Int:
-		return jsNumber(v.n), nil
-	case Float:
-		if v.n == 0 && math.Signbit(v.n) {
-			return "-0.0", nil
-		}
-		if !math.IsInf(v.n, 0) && !math.IsNaN(v.n) && v.n == math.Trunc(v.n) {
-			return jsToFixed1(v.n), nil
-		}
-		return jsNumber(v.n), nil
-	case String:
-		return v.s, nil
-	case Array, Tuple, Object, Namespace:
-		return toJSON(v, jsonOptions{}, 0, false)
-	}
-	return "", fmt.Errorf("jinja: cannot convert %s to a string", v.kind)
-}
-
-// jsString is JavaScript's String(x.value): the conversion that "~" and
-// string "+" apply to the wrapped values, not to the runtime values.
-func (v Value) jsString() (string, error) {
-	switch v.kind {
-	case Int, Float:
-		return jsNumber(v.n), nil
-	case Array, Tuple:
-		// Array.prototype.toString joins its elements, which are runtime
-		// values, with their own toString.
-		parts := make([]string, len(v.arr.items))
-		for i, it := range v.arr.items {
-			s, err := it.toString()
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
-		}
-		return strings.Join(parts, ","), nil
-	case Object, KwArgs, Namespace:
-		return "[object Map]", nil
-	case Func:
-		return "", fmt.Errorf("jinja: cannot convert a function to a string")
-	}
-	return v.toString()
-}
-
-type jsonOptions struct {
-	indent      int // 0: none
-	ensureASCII bool
-	sortKeys    bool
-	itemSep     string
-	keySep      string
-	seps        bool
-}
-
-// toJSON is the reference's toJSON: Python-style separators, JavaScript
-// string and number formatting.
-func toJSON(v Value, o jsonOptions, depth int, undefinedToNull bool) (string, error) {
-	var b strings.Builder
-	if err := writeJSON(&b, v, o, depth, undefinedToNull); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int, undefinedToNull bool) error {
-	itemSep, keySep := ", ", ": "
-	if o.seps {
-		itemSep, keySep = o.itemSep, o.keySep
-	} else if o.indent > 0 {
-		itemSep = ","
-	}
-	switch v.kind {
-	case Null:
-		b.WriteString("null")
-	case Undefined:
-		if undefinedToNull {
-			b.WriteString("null")
-		} else {
-			b.WriteString("undefined")
-		}
-	case Int, Float:
-		if math.IsInf(v.n, 0) || math.IsNaN(v.n) {
-			b.WriteString("null")
-		} else {
-			b.WriteString(jsNumber(v.n))
-		}
-	case Bool:
-		if v.b {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
-	case String:
-		writeJSONString(b, v.s, o.ensureASCII)
-	case Array, Tuple, Object, Namespace:
-		pad := strings.Repeat(" ", o.indent)
-		base := "\n" + strings.Repeat(pad, depth)
-		child := base + pad
-		if v.isArray() {
-			items := v.arr.items
-			b.WriteByte('[')
-			if o.indent > 0 && len(items) > 0 {
-				b.WriteString(child)
-			}
-			for i, it := range items {
-				if i > 0 {
-					b.WriteString(itemSep)
-					if o.indent > 0 {
-						b.WriteString(child)
-					}
-				}
-				if err := writeJSON(b, it, o, depth+1, undefinedToNull); err != nil {
-					return err
-				}
-			}
-			if o.indent > 0 && len(items) > 0 {
-				b.WriteString(base)
-			}
-			b.WriteByte(']')
-			return nil
-		}
-		keys := v.obj.keys
-		if o.sortKeys {
-			keys = sortedByLocale(keys)
-		}
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(itemSep)
-			}
-			if o.indent > 0 {
-				b.WriteString(child)
-			}
-			writeJSONString(b, k, o.ensureASCII)
-			b.WriteString(keySep)
-			if err := writeJSON(b, v.obj.vals[k], o, depth+1, undefinedToNull); err != nil {
-				return err
-			}
-		}
-		if o.indent > 0 && len(keys) > 0 {
-			b.WriteString(base)
-		}
-		b.WriteByte('}')
-	default:
-		return fmt.Errorf("jinja: cannot convert to JSON: %s", v.kind)
-	}
-	return nil
-}
+// toString is str(v): how a value prints in output.
+func (v Value) toString() (string, error) { return v.pyStr() }

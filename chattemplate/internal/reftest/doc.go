@@ -1,0 +1,11 @@
+// Package reftest is the test harness that measures a Go Jinja engine
+// against the two chat-template references: Python jinja2 configured as
+// transformers' apply_chat_template configures it (the renderer whose text
+// the trainer tokenizes; testdata/jinja2ref.py of package chattemplate) and
+// @huggingface/jinja (internal/hfref). It holds the fidelity corpus of
+// conversations with tool calls and the mismatch count.
+//
+// Who imports it: the tests of chattemplate and chattemplate/jinja, and the
+// separate comparison module chattemplate/testdata/ardancmp. Nothing
+// outside tests.
+package reftest
