@@ -120,6 +120,7 @@ func (s *Store) guardedTransport(p *types.PullPolicy) (*http.Transport, http.Rou
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
+	//lint:ignore SA1019 the deprecated dial hooks are cleared: set, they would dial past the guard
 	t.Proxy, t.Dial, t.DialTLS, t.DialTLSContext = nil, nil, nil, nil
 	t.DialContext = (&dialGuard{policy: p, resolver: s.resolver, dial: dial}).DialContext
 	return t, &httpGuard{base: t, allowed: func(host string) bool {

@@ -191,7 +191,8 @@ func TestAttackPullDNSRebinding(t *testing.T) {
 // redirect refused: plain HTTP to a registry it does not allow, and an
 // HTTPS dial to loopback. On 5553f78 (no guard; loopback may use plain
 // HTTP) the config blob's redirect reached the service both ways, and over
-// plain HTTP its body, the marker, came back in the error.
+// plain HTTP its body, the marker, came back in the error. The detail
+// kept for the log has the redirect's signed query redacted.
 func TestAttackPullRedirect(t *testing.T) {
 	img := testimage.Image(t, v1.Config{}, testimage.Layer(t, testimage.Entry{Name: "f", Body: "x"}))
 	for _, scheme := range []string{"http", "https"} {
@@ -206,6 +207,9 @@ func TestAttackPullRedirect(t *testing.T) {
 			}
 			if n := svc.Accepts(); n != 0 {
 				t.Errorf("the redirect reached the service: %d connections", n)
+			}
+			if strings.Contains(pe.Detail.Error(), testimage.RedirectSignature) {
+				t.Errorf("the detail shows the redirect's signed query: %v", pe.Detail)
 			}
 		})
 	}

@@ -1,8 +1,6 @@
 package local_test
 
 import (
-	"bytes"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +9,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -23,16 +20,9 @@ func TestGuardedPullOnCreate(t *testing.T) {
 	needRoot(t)
 	host := testimage.Serve(t, map[string]v1.Image{"guarded/busybox:1": testimage.Busybox(t)})
 	ref := host + "/guarded/busybox:1"
-	var logs bytes.Buffer
-	o := options()
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	d, err := local.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := sandbox.NewProvider("local", d)
+	p, logs := loggedProvider(t)
 	const refused = "refused: the registry's address is not public"
-	_, err = p.Create(testCtx(t), sandbox.Spec{Image: ref, Pull: &sandbox.PullPolicy{}})
+	_, err := p.Create(testCtx(t), sandbox.Spec{Image: ref, Pull: &sandbox.PullPolicy{}})
 	if sandbox.ClassOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), refused) || strings.Contains(err.Error(), "127.0.0.0/8") {
 		t.Fatalf("create under a policy: %v", err)
 	}
