@@ -3,6 +3,7 @@ module github.com/berth-sh/berth
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0 // the image pull guard's address check: IANA's special-purpose ranges, kept up to date there (image/guard.go)
 	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0 // ~/.modal.toml profiles, read as the Modal client reads them
 	github.com/chromedp/cdproto v0.159.0 // CDP commands and events for the viewer's browser tests

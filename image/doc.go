@@ -53,6 +53,21 @@
 // layer, in one process or several, unpack it once. On any error the
 // temporary directory is removed and the index is left unchanged.
 //
+// # Pulls a remote client aims
+//
+// PullWith with a Policy (types.PullPolicy; berth serve sets one for the
+// images its clients name) makes every connection of the pull, redirects
+// included, through a dial guard (guard.go): a registry the policy allows
+// is dialled as named; any other name is resolved once, each address is
+// checked against IANA's special-purpose ranges (code.dny.dev/ssrf; an
+// IPv4-mapped address is judged as its IPv4 address), and the checked
+// addresses are dialled, so a name that answers differently later (DNS
+// rebinding) has no second lookup to change. Such a pull uses no proxy,
+// takes plain HTTP only to allowed registries, shares neither connections
+// nor a flight with the operator's pulls, and fails with a *PullError
+// whose text is the reference and a kind of failure; Detail holds what
+// the registry answered, for the operator's log.
+//
 // # Committing
 //
 // Commit stores a directory of changes (a build step's overlay upper

@@ -23,26 +23,61 @@ import (
 // machines berth targets more would only compete for the disk.
 const parallelLayers = 3
 
+// PullOptions bound one pull. The zero value is the operator's pull.
+type PullOptions struct {
+	// Policy, when set, guards the pull for the remote client that named
+	// the image (types.PullPolicy): every connection, redirects included,
+	// is checked where it is dialled and refused unless its address is
+	// public or its registry allowed; plain HTTP goes only to allowed
+	// registries (and InsecureRegistries); a failure is a *PullError.
+	Policy *types.PullPolicy
+}
+
 // Pull returns the image ref, pulling it from its registry if the store
 // does not have it (credentials from the default keychain: docker config,
 // credential helpers). Concurrent pulls of one ref fetch it once.
 func (s *Store) Pull(ctx context.Context, ref string) (Image, error) {
-	r, err := s.parse(ref)
+	return s.PullWith(ctx, ref, PullOptions{})
+}
+
+// PullWith is Pull bounded by o. A stored image is returned without a
+// connection, whoever pulled it.
+func (s *Store) PullWith(ctx context.Context, ref string, o PullOptions) (Image, error) {
+	if err := o.Policy.Validate(); err != nil {
+		return Image{}, err
+	}
+	r, err := s.parseFor(ref, o.Policy)
 	if err != nil {
 		return Image{}, err
 	}
 	if img, err := s.resolve(r); err == nil || !errors.Is(err, types.ErrNotFound) {
 		return img, err
 	}
-	return shared(ctx, &s.flight, "pull "+r.Name(), func() (Image, error) {
+	rt := s.transport
+	key := "pull " + r.Name()
+	if o.Policy != nil {
+		t, guarded, err := s.guardedTransport(o.Policy)
+		if err != nil {
+			return Image{}, err
+		}
+		defer t.CloseIdleConnections()
+		// A guarded pull never shares an unguarded one's connections, nor
+		// its outcome: either could pass what the other refuses.
+		rt, key = guarded, key+" guarded "+strings.Join(o.Policy.Allow, ",")
+	}
+	img, err := shared(ctx, &s.flight, key, func() (Image, error) {
 		if img, err := s.resolve(r); err == nil {
 			return img, nil // another caller finished it just now
 		}
-		return s.pull(ctx, r)
+		return s.pull(ctx, r, rt)
 	})
+	if err != nil && o.Policy != nil {
+		return Image{}, clientError(r.String(), err)
+	}
+	return img, err
 }
 
-func (s *Store) pull(ctx context.Context, r name.Reference) (Image, error) {
+func (s *Store) pull(ctx context.Context, r name.Reference, rt http.RoundTripper) (Image, error) {
 	unlock, err := s.holdLayers()
 	if err != nil {
 		return Image{}, err
@@ -52,7 +87,7 @@ func (s *Store) pull(ctx context.Context, r name.Reference) (Image, error) {
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(authn.DefaultKeychain),
 		remote.WithPlatform(s.platform),
-		remote.WithTransport(s.transport),
+		remote.WithTransport(rt),
 	)
 	if err != nil {
 		return Image{}, remoteError(r, err)
@@ -202,6 +237,7 @@ func (s *Store) plainHTTPAllowed(host string) bool {
 type httpGuard struct {
 	base    http.RoundTripper
 	allowed func(host string) bool
+	rule    string // who may, for the error; "" for the store's rule
 }
 
 func (g *httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -209,7 +245,11 @@ func (g *httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, types.Errorf(types.NotSupported, "plain HTTP to %s refused: only loopback registries and Options.InsecureRegistries may use it", req.URL.Host)
+		rule := g.rule
+		if rule == "" {
+			rule = "only loopback registries and Options.InsecureRegistries may use it"
+		}
+		return nil, types.Errorf(types.NotSupported, "plain HTTP to %s refused: %s", req.URL.Host, rule)
 	}
 	return g.base.RoundTrip(req)
 }

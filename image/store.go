@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,8 +82,13 @@ type Options struct {
 	// registry may, not even a private-address one, unless listed here.
 	InsecureRegistries []string
 	// Transport carries registry requests; default: go-containerregistry's
-	// default transport. The plain-HTTP rule above wraps it.
+	// default transport. The plain-HTTP rule above wraps it. A guarded
+	// pull (PullOptions.Policy) needs it to be an *http.Transport: it uses
+	// a copy whose dials go through the guard.
 	Transport http.RoundTripper
+	// Resolver resolves registry names for guarded pulls, which dial the
+	// addresses they checked; default: net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 // Store is the image store on one state directory. It is safe for
@@ -92,7 +98,9 @@ type Store struct {
 	layersDir string
 	platform  v1.Platform
 	insecure  map[string]bool
-	transport http.RoundTripper
+	base      http.RoundTripper // Options.Transport or the default
+	transport http.RoundTripper // base behind the plain-HTTP rule
+	resolver  *net.Resolver
 	flight    singleflight.Group
 
 	unpacks atomic.Int64 // layer unpacks this Store started, for tests
@@ -124,6 +132,10 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	if base == nil {
 		base = remote.DefaultTransport
 	}
+	s.base, s.resolver = base, opts.Resolver
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
 	s.transport = &httpGuard{base: base, allowed: s.plainHTTPAllowed}
 	for _, d := range []string{s.imagesDir, s.layersDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -140,12 +152,17 @@ func (s *Store) LayersDir() string { return s.layersDir }
 
 // parse turns a user's reference into go-containerregistry's, allowing
 // plain HTTP for loopback registries only.
-func (s *Store) parse(ref string) (name.Reference, error) {
+func (s *Store) parse(ref string) (name.Reference, error) { return s.parseFor(ref, nil) }
+
+// parseFor is parse for a pull under policy p, whose registries may use
+// plain HTTP too.
+func (s *Store) parseFor(ref string, p *types.PullPolicy) (name.Reference, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, types.Errorf(types.InvalidArgument, "image reference %q: %w", ref, err)
 	}
-	if isLoopback(r.Context().RegistryStr()) || s.insecure[r.Context().RegistryStr()] {
+	reg := r.Context().RegistryStr()
+	if isLoopback(reg) || s.insecure[reg] || p.Allows(hostPort(reg, "443")) {
 		if r, err = name.ParseReference(ref, name.Insecure); err != nil {
 			return nil, types.Errorf(types.InvalidArgument, "image reference %q: %w", ref, err)
 		}

@@ -9,6 +9,7 @@ type (
 	Build        = types.Build
 	Resources    = types.Resources
 	Network      = types.Network
+	PullPolicy   = types.PullPolicy
 	NetworkMode  = types.NetworkMode
 	Command      = types.Command
 	Signal       = types.Signal

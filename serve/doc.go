@@ -46,5 +46,12 @@
 // command runs in each sandbox, which create answers once the ready
 // command succeeds.
 //
+// An image a client names (a build's fromImage, an OpenSandbox create's
+// image beyond the templates) is pulled under sandbox.PullPolicy: public
+// addresses only, checked at every dial, unless Options.AllowRegistries
+// names the registry; its failure tells the client a class and the
+// reference, never what the registry answered. The templates' images are
+// the operator's and pulled as named.
+//
 // Importers: cmd/berth (the serve verb).
 package serve

@@ -74,6 +74,15 @@ type Options struct {
 	// TemplateBuilds configures E2B template builds (Template.build),
 	// where the provider builds images.
 	TemplateBuilds TemplateBuildOptions
+	// AllowRegistries are registries ("host" or "host:port") that images
+	// a client names may be pulled from whatever their address, and over
+	// plain HTTP. Every other client-named image (a template build's
+	// fromImage, an OpenSandbox create's image beyond the templates) is
+	// pulled from public addresses only, failing with its reference and
+	// class alone (sandbox.PullPolicy): a client cannot make the host
+	// reach its loopback, private network or cloud metadata service. The
+	// templates' images are the operator's own and pulled as named.
+	AllowRegistries []string
 	// KeepOnClose leaves the server's sandboxes running at Close (their
 	// provider-side TTL still ends them); by default Close deletes them.
 	KeepOnClose bool
@@ -120,6 +129,10 @@ func (o *Options) fill() error {
 			return sandbox.Errorf(sandbox.InvalidArgument, "serve: template %q=%q: both name and image are required", name, img)
 		}
 	}
+	o.AllowRegistries = slices.Clone(o.AllowRegistries)
+	if err := o.clientPull().Validate(); err != nil {
+		return fmt.Errorf("serve: allowed registries: %w", err)
+	}
 	if o.MaxSandboxesPerKey <= 0 {
 		o.MaxSandboxesPerKey = 20
 	}
@@ -162,6 +175,11 @@ func ParseTemplate(kv string) (name, image string, err error) {
 
 func (o *Options) templateNames() string {
 	return strings.Join(slices.Sorted(maps.Keys(o.Templates)), ", ")
+}
+
+// clientPull is the policy of a pull of an image a client named.
+func (o *Options) clientPull() *sandbox.PullPolicy {
+	return &sandbox.PullPolicy{Allow: o.AllowRegistries}
 }
 
 func (o *Options) image(template string) (string, error) {

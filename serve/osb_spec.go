@@ -36,20 +36,22 @@ func keepAlive(argv []string) bool {
 	return false
 }
 
-// osbImage maps a create's image reference to the provider's image.
-func (s *Server) osbImage(uri string) (string, error) {
+// osbImage maps a create's image reference to the provider's image, and
+// the policy its pull is under: a template's image is the operator's; any
+// other the client named, and is pulled only as far as clientPull allows.
+func (s *Server) osbImage(uri string) (string, *sandbox.PullPolicy, error) {
 	if uri == "" {
-		return "", sandbox.Errorf(sandbox.InvalidArgument, "image.uri is required (snapshots are not supported by berth serve)")
+		return "", nil, sandbox.Errorf(sandbox.InvalidArgument, "image.uri is required (snapshots are not supported by berth serve)")
 	}
 	if img, ok := s.opts.Templates[uri]; ok {
-		return img, nil
+		return img, nil, nil
 	}
 	for _, p := range s.opts.OpenSandbox.Images {
 		if p == "*" || strings.HasPrefix(uri, p) {
-			return uri, nil
+			return uri, s.opts.clientPull(), nil
 		}
 	}
-	return "", sandbox.Errorf(sandbox.InvalidArgument, "image %q is not served here: name a template (%s) or an image the server allows (berth serve --opensandbox-image PREFIX)", uri, s.opts.templateNames())
+	return "", nil, sandbox.Errorf(sandbox.InvalidArgument, "image %q is not served here: name a template (%s) or an image the server allows (berth serve --opensandbox-image PREFIX)", uri, s.opts.templateNames())
 }
 
 // osbNetwork maps an egress policy onto a sandbox network: none given is
@@ -141,7 +143,7 @@ func (s *Server) osbSpec(req *opensandbox.CreateRequest, id string) (osbCreate, 
 	case req.Platform != nil && req.Platform.OS != "" && req.Platform.OS != "linux":
 		return c, sandbox.Errorf(sandbox.NotSupported, "platform os %q: berth sandboxes are linux", req.Platform.OS)
 	}
-	image, err := s.osbImage(req.Image.URI)
+	image, pull, err := s.osbImage(req.Image.URI)
 	if err != nil {
 		return c, err
 	}
@@ -168,7 +170,7 @@ func (s *Server) osbSpec(req *opensandbox.CreateRequest, id string) (osbCreate, 
 	if _, ok := labels[LauncherLabel]; !ok {
 		labels[LauncherLabel] = LauncherValue
 	}
-	c = osbCreate{spec: sandbox.Spec{Image: image, Env: maps.Clone(req.Env), Labels: labels, TTL: ttl, Network: network, Resources: res},
+	c = osbCreate{spec: sandbox.Spec{Image: image, Env: maps.Clone(req.Env), Labels: labels, TTL: ttl, Network: network, Resources: res, Pull: pull},
 		image: req.Image.URI, policy: policy, policyMode: mode}
 	if err := c.spec.Validate(); err != nil {
 		return c, err

@@ -151,7 +151,7 @@ func (t *templates) buildImage(ctx context.Context, keyID string, b *build, r *r
 		}
 	}
 	spec := sandbox.Spec{Build: &sandbox.Build{ContextDir: dir}, Resources: t.s.opts.Resources, TTL: t.opts.BuildTimeout,
-		Network: sandbox.Network{Mode: sandbox.NetworkNone}}
+		Network: sandbox.Network{Mode: sandbox.NetworkNone}, Pull: r.pull}
 	if !t.s.opts.DenyInternet && t.s.caps.Supports(sandbox.NetworkPublic) {
 		spec.Network.Mode = sandbox.NetworkPublic // steps install packages, as on E2B
 	}

@@ -64,6 +64,7 @@ type recipe struct {
 	readyCmd   string
 	force      bool // rebuild whatever is cached
 	steps      int
+	pull       *sandbox.PullPolicy // the base's pull, when a client named it
 }
 
 type stepLine struct {

@@ -107,6 +107,9 @@ func (s *Server) startBuild(w http.ResponseWriter, r *http.Request, keyID string
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	if req.FromImage != "" {
+		rc.pull = s.opts.clientPull() // the client named the base; a template's is the operator's
+	}
 	status, err := s.tpl.start(keyID, b, rc)
 	switch {
 	case status == http.StatusTooManyRequests:

@@ -74,7 +74,17 @@ the same file, with use_server_proxy on. A create names an image: a
 --template name, or an image allowed by --opensandbox-image PREFIX ("*"
 allows any, which the provider then pulls). Its resourceLimits ("2",
 "8192Mi") are limits up to the --key-* ceilings; its timeout is the
-sandbox's life (none means --max-timeout).`,
+sandbox's life (none means --max-timeout).
+
+An image a client names (a template build's fromImage, an OpenSandbox
+create's image under --opensandbox-image) is pulled from public addresses
+only: every connection of that pull, redirects included, to a loopback,
+private, link-local, cloud-metadata (169.254.169.254) or other non-public
+address is refused where it is dialled, and a failed pull tells the client
+its class and the reference, never what the registry said (that goes to
+this server's log). --allow-registry HOST[:PORT] trusts a registry of your
+own network (no port: any port), over plain HTTP too. The images of
+--template and --base-image are yours and pulled as named.`,
 		Example: `  berth serve --backend local --template python=python:3.12-slim
   export E2B_API_URL=http://127.0.0.1:3000 E2B_SANDBOX_URL=http://127.0.0.1:3000 E2B_DOMAIN=localhost
   export E2B_API_KEY=$(cat ~/.config/berth/serve_api_keys)`,
@@ -160,6 +170,7 @@ sandbox's life (none means --max-timeout).`,
 	f.IntVar(&opts.KeyCeiling.MemoryMB, "key-memory-mb", 0, "memory one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
 	f.IntVar(&opts.KeyCeiling.StorageMB, "key-disk-mb", 0, "disk one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
 	f.Int64Var(&opts.KeyCeiling.PIDs, "key-pids", 0, "processes one API key's sandboxes may hold in all (0: max-sandboxes-per-key times the sandbox's)")
+	f.StringArrayVar(&opts.AllowRegistries, "allow-registry", nil, "registry HOST[:PORT] that images clients name may be pulled from although its address is not public, over plain HTTP too (repeatable)")
 	f.StringArrayVar(&osbImages, "opensandbox-image", nil, `image reference prefix an OpenSandbox create may name beyond the templates (repeatable; "*" allows any)`)
 	f.StringVar(&opts.OpenSandbox.EndpointHost, "opensandbox-endpoint-host", "", "host[:port][/prefix] OpenSandbox endpoint answers point clients at (default: the Host the client called)")
 	f.BoolVar(&opts.OpenSandbox.Disabled, "no-opensandbox", false, "do not serve the OpenSandbox API")

@@ -24,8 +24,9 @@ import (
 // that tests can tell a cache hit from a build.
 var buildSandboxes atomic.Int64
 
-func (p *Provider) builder() *imagebuild.Builder {
-	return &imagebuild.Builder{Host: buildHost{p}, Store: p.store, LockDir: filepath.Join(p.state, "builds"), Log: p.log}
+// builder builds on this provider; it pulls base images under policy pull.
+func (p *Provider) builder(pull *types.PullPolicy) *imagebuild.Builder {
+	return &imagebuild.Builder{Host: buildHost{p, pull}, Store: p.store, LockDir: filepath.Join(p.state, "builds"), Log: p.log}
 }
 
 // BuildImage builds spec.Build (a cache hit when its image is stored,
@@ -35,7 +36,7 @@ func (p *Provider) BuildImage(ctx context.Context, spec types.Spec, log io.Write
 	if spec.Build == nil {
 		return "", types.Errorf(types.InvalidArgument, "the spec has no build")
 	}
-	b := p.builder()
+	b := p.builder(spec.Pull)
 	b.Output = log
 	img, err := b.Build(ctx, spec)
 	if err != nil {
@@ -50,17 +51,20 @@ func (p *Provider) specImage(ctx context.Context, spec types.Spec) (string, erro
 	if spec.Build == nil {
 		return spec.Image, nil
 	}
-	img, err := p.builder().Build(ctx, spec)
+	img, err := p.builder(spec.Pull).Build(ctx, spec)
 	if err != nil {
 		return "", err
 	}
 	return img.Ref, nil
 }
 
-type buildHost struct{ p *Provider }
+type buildHost struct {
+	p    *Provider
+	pull *types.PullPolicy // of the build's Spec
+}
 
 func (h buildHost) Image(ctx context.Context, ref string) (image.Image, error) {
-	return h.p.ensureImage(ctx, ref)
+	return h.p.ensureImage(ctx, ref, h.pull)
 }
 
 // Start creates the build's sandbox as any other (from the pool when one

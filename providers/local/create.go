@@ -51,7 +51,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	if err != nil {
 		return nil, err
 	}
-	img, err := p.ensureImage(ctx, spec.Image)
+	img, err := p.ensureImage(ctx, spec.Image, spec.Pull)
 	if err != nil {
 		return nil, err
 	}

@@ -219,19 +219,26 @@ func importBare(t *testing.T) string {
 	return ref
 }
 
+// loggedProvider opens a provider on the shared state dir whose log (info
+// and up) is the returned buffer.
+func loggedProvider(t *testing.T) (*sandbox.Provider, *bytes.Buffer) {
+	t.Helper()
+	logs := &bytes.Buffer{}
+	o := options()
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	d, err := local.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sandbox.NewProvider("local", d), logs
+}
+
 // An image absent from the store is pulled from its registry (a loopback
 // one, over plain HTTP) on Create, with a log line.
 func TestPullOnCreate(t *testing.T) {
 	needRoot(t)
 	host := testimage.Serve(t, map[string]v1.Image{"tools/busybox:1": testimage.Busybox(t)})
-	var logs bytes.Buffer
-	o := options()
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	d, err := local.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := sandbox.NewProvider("local", d)
+	p, logs := loggedProvider(t)
 	ref := host + "/tools/busybox:1"
 	sb := create(t, p, sandbox.Spec{Image: ref})
 	if got := sh(t, sb, "echo pulled"); got != "pulled" {

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,19 +23,20 @@ func isDefaultImage(ref string) bool {
 }
 
 // PrepareImage makes the Spec's image ready: stored and unpacked, pulled
-// if absent, seeded if it is DefaultImage, built if the Spec has a Build
-// (package imagebuild).
+// if absent (under spec.Pull), seeded if it is DefaultImage, built if the
+// Spec has a Build (package imagebuild).
 func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 	if spec.Build != nil {
-		_, err := p.builder().Build(ctx, spec)
+		_, err := p.builder(spec.Pull).Build(ctx, spec)
 		return err
 	}
-	_, err := p.ensureImage(ctx, spec.Image)
+	_, err := p.ensureImage(ctx, spec.Image, spec.Pull)
 	return err
 }
 
-// ensureImage resolves ref, pulling or seeding it when the store lacks it.
-func (p *Provider) ensureImage(ctx context.Context, ref string) (image.Image, error) {
+// ensureImage resolves ref, pulling (under policy pull, when set) or
+// seeding it when the store lacks it.
+func (p *Provider) ensureImage(ctx context.Context, ref string, pull *types.PullPolicy) (image.Image, error) {
 	img, err := p.store.Resolve(ctx, ref)
 	if types.ClassOf(err) != types.NotFound {
 		return img, err
@@ -42,9 +44,13 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) (image.Image, er
 	if isDefaultImage(ref) {
 		return p.seedDefault(ctx)
 	}
-	p.log.Info("pulling image", "image", ref)
-	img, err = p.store.Pull(ctx, ref)
+	p.log.Info("pulling image", "image", ref, "guarded", pull != nil)
+	img, err = p.store.PullWith(ctx, ref, image.PullOptions{Policy: pull})
 	if err != nil {
+		var pe *image.PullError
+		if errors.As(err, &pe) { // the client reads less; the operator's log has it all
+			p.log.Warn("pulling an image a client named failed", "image", ref, "error", pe.Detail)
+		}
 		return img, fmt.Errorf("image %s: %w", ref, err)
 	}
 	return img, nil

@@ -37,6 +37,10 @@ type Spec struct {
 	// others expose any port later and only check the protocols here
 	// against Capabilities.Ports.
 	Ports []Port
+	// Pull, when set, guards the pulls of Image (or of a Build's base) for
+	// a remote client that named it: see PullPolicy. nil leaves them as
+	// the operator's own runs have them.
+	Pull *PullPolicy
 }
 
 // Build is an image built from a Dockerfile in a context directory.
@@ -118,6 +122,9 @@ func (s *Spec) Validate() error {
 	if err := validatePorts(s.Ports); err != nil {
 		return err
 	}
+	if err := s.Pull.Validate(); err != nil {
+		return err
+	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return Errorf(InvalidArgument, "spec: environment variable name %q is invalid", k)
@@ -169,6 +176,7 @@ func (s Spec) WithDefaults() Spec {
 		ports = append(ports, p.WithDefaults())
 	}
 	s.Ports = ports
+	s.Pull = s.Pull.Clone()
 	return s
 }
 
