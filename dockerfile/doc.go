@@ -1,6 +1,6 @@
 // Package dockerfile reads the subset of the Dockerfile language that the
-// local provider's image builder (package imagebuild, its only importer)
-// builds: FROM, RUN, COPY, ADD (of local files), ENV, WORKDIR, USER, ARG
+// local provider's image builder (package imagebuild, its only importer;
+// serve's tests read its template recipes back with it) builds: FROM, RUN, COPY, ADD (of local files), ENV, WORKDIR, USER, ARG
 // and SHELL. Parsing is BuildKit's (github.com/moby/buildkit's
 // frontend/dockerfile parser, instructions and shell packages, as Docker
 // uses them): line continuations, comments, the escape directive, heredocs,
