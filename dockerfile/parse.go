@@ -2,12 +2,15 @@ package dockerfile
 
 import (
 	"bufio"
-	"encoding/json"
-	"fmt"
+	"bytes"
+	"errors"
 	"io"
-	"path"
 	"slices"
 	"strings"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 
 	"github.com/berth-sh/berth/sandbox/types"
 )
@@ -15,16 +18,36 @@ import (
 // Instruction is one parsed, substituted instruction.
 type Instruction struct {
 	Line int    // 1-based line where it starts
-	Cmd  string // upper case: FROM, RUN, COPY, ADD, ENV, WORKDIR, USER, ARG
-	// Args are the instruction's arguments after substitution: RUN's argv
-	// (["/bin/sh", "-c", script] for the shell form), COPY/ADD sources then
-	// destination, ENV key/value pairs flattened, FROM's image.
+	Cmd  string // upper case: RUN, COPY, ADD, ENV, WORKDIR, USER, ARG
+	// Args are the instruction's arguments after substitution, as Docker
+	// runs them: RUN's argv (the SHELL, by default ["/bin/sh", "-c"], and
+	// the script for the shell form), COPY/ADD sources then destination,
+	// ENV and ARG key/value pairs flattened (an ARG without a value is
+	// left out: it is unset), WORKDIR's and USER's value.
 	Args []string
-	// Flags are --name=value options (COPY --chown=..., --chmod=...).
+	// Flags are the --name=value options given: COPY and ADD --chown and
+	// --chmod (substituted, as Docker does), RUN --user (berth's own).
 	Flags map[string]string
-	// Raw is the instruction as written (continuations joined).
+	// Raw is the instruction's first line as written, continuations
+	// joined; a heredoc's body is not part of it.
 	Raw string
+	// Heredocs are a COPY or ADD's inline sources (COPY <<EOF /dest): each
+	// a file named Name holding Data, mode 0644 unless --chmod, copied to
+	// the destination after the sources of Args. For a RUN whose command
+	// is one heredoc starting with "#!", Heredocs[0] is that script: Docker
+	// runs it as the file PipesDir+Name, mode 0755, there for that step
+	// only, and Args name that file.
+	Heredocs []Heredoc
 }
+
+// Heredoc is one inline file of an instruction.
+type Heredoc struct {
+	Name string
+	Data string
+}
+
+// PipesDir is where Docker puts a RUN's heredoc script for the step.
+const PipesDir = "/dev/pipes/"
 
 // File is a parsed Dockerfile.
 type File struct {
@@ -33,13 +56,14 @@ type File struct {
 }
 
 // Supported instructions. Others are refused.
-var supported = []string{"FROM", "RUN", "COPY", "ADD", "ENV", "WORKDIR", "USER", "ARG"}
+var supported = []string{"FROM", "RUN", "COPY", "ADD", "ENV", "WORKDIR", "USER", "ARG", "SHELL"}
 
 // Ignored instructions carry metadata a sandbox has no use for; they are
-// accepted and dropped so real Dockerfiles still build.
-var ignored = []string{"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "STOPSIGNAL", "SHELL", "HEALTHCHECK", "VOLUME", "ONBUILD"}
+// checked as Docker checks them and dropped, so real Dockerfiles build.
+var ignored = []string{"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "STOPSIGNAL", "HEALTHCHECK", "VOLUME", "ONBUILD"}
 
-// maxDockerfile bounds the input: a real Dockerfile is a few KB.
+// maxDockerfile bounds the input: a real Dockerfile is a few KB. BuildKit
+// bounds each line at 64 KiB too.
 const maxDockerfile = 1 << 20
 
 // Parse reads a Dockerfile. buildArgs override ARG defaults.
@@ -59,284 +83,193 @@ func ParseWithEnv(r io.Reader, buildArgs map[string]string, baseEnv []string) (*
 	if len(data) > maxDockerfile {
 		return nil, types.Errorf(types.InvalidArgument, "Dockerfile is larger than %d bytes", maxDockerfile)
 	}
-	lines, err := logicalLines(string(data))
+	res, err := parser.Parse(bytes.NewReader(data))
 	if err != nil {
-		return nil, err
+		return nil, syntaxErr(err, data)
 	}
-	f := &File{}
-	vars := map[string]string{}
-	seenFrom := false
-	for _, ll := range lines {
-		cmd, rest, _ := strings.Cut(ll.text, " ")
-		cmd = strings.ToUpper(cmd)
-		rest = strings.TrimSpace(rest)
-		in := Instruction{Line: ll.line, Cmd: cmd, Raw: ll.text}
-		if slices.Contains(ignored, cmd) {
-			continue
-		}
-		if !slices.Contains(supported, cmd) {
-			return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: %s is not supported by this builder (supported: %s)", ll.line, cmd, strings.Join(supported, ", "))
-		}
-		if !seenFrom && cmd != "FROM" && cmd != "ARG" {
-			return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s before FROM", ll.line, cmd)
-		}
-		rest, in.Flags = flags(rest)
-		switch cmd {
-		case "FROM":
-			if seenFrom {
-				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: multi-stage builds (a second FROM) are not supported", ll.line)
-			}
-			delete(in.Flags, "platform") // one platform here: the host's
-			fields := strings.Fields(rest)
-			if len(fields) == 0 {
-				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: FROM needs an image", ll.line)
-			}
-			if len(fields) > 1 {
-				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: FROM ... AS (multi-stage) is not supported", ll.line)
-			}
-			f.Base = expand(fields[0], vars)
-			seenFrom = true
-			for _, kv := range baseEnv {
-				if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-					vars[k] = v
-				}
-			}
-			continue
-		case "ARG":
-			for _, kv := range strings.Fields(rest) {
-				k, v, hasDefault := strings.Cut(kv, "=")
-				if bv, ok := buildArgs[k]; ok {
-					v = bv
-				} else if !hasDefault {
-					v = vars[k]
-				}
-				vars[k] = unquote(expand(v, vars))
-				in.Args = append(in.Args, k, vars[k])
-			}
-		case "ENV":
-			pairs, err := envPairs(rest, vars)
-			if err != nil {
-				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: %v", ll.line, err)
-			}
-			for i := 0; i < len(pairs); i += 2 {
-				vars[pairs[i]] = pairs[i+1]
-			}
-			in.Args = pairs
-		case "RUN":
-			if args, ok := execForm(rest); ok {
-				in.Args = args
-			} else {
-				in.Args = []string{"/bin/sh", "-c", rest}
-			}
-		case "COPY", "ADD":
-			if _, ok := in.Flags["from"]; ok {
-				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: COPY --from (multi-stage) is not supported", ll.line)
-			}
-			args, ok := execForm(rest)
-			if !ok {
-				args = strings.Fields(rest)
-			}
-			for i := range args {
-				args[i] = expand(args[i], vars)
-			}
-			if len(args) < 2 {
-				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s needs a source and a destination", ll.line, cmd)
-			}
-			for _, src := range args[:len(args)-1] {
-				if strings.Contains(src, "://") {
-					return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: %s of a URL is not supported; only files from the build context", ll.line, cmd)
-				}
-				if path.IsAbs(src) || strings.HasPrefix(path.Clean(src), "..") {
-					return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s source %q is outside the build context", ll.line, cmd, src)
-				}
-			}
-			in.Args = args
-		case "WORKDIR", "USER":
-			v := expand(strings.TrimSpace(rest), vars)
-			if v == "" {
-				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s needs a value", ll.line, cmd)
-			}
-			in.Args = []string{v}
-		}
-		for k := range in.Flags {
-			copyFlag := (k == "chown" || k == "chmod") && (cmd == "COPY" || cmd == "ADD")
-			if !copyFlag && !(k == "user" && cmd == "RUN") {
-				return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: %s --%s is not supported", ll.line, cmd, k)
-			}
-		}
-		// ARG after FROM stays: the builder exports it to later RUNs
-		// without persisting it in the image, as Docker does.
-		if cmd != "ARG" || seenFrom {
-			f.Instructions = append(f.Instructions, in)
+	d := &dispatcher{
+		lex: shell.NewLex(res.EscapeToken), buildArgs: buildArgs, baseEnv: baseEnv,
+		global: platformArgs(buildArgs), shell: []string{"/bin/sh", "-c"},
+	}
+	for _, n := range res.AST.Children {
+		if err := d.node(n); err != nil {
+			return nil, err
 		}
 	}
-	if !seenFrom {
+	if !d.seenFrom {
 		return nil, types.Errorf(types.InvalidArgument, "Dockerfile has no FROM")
 	}
-	return f, nil
+	return &d.file, nil
 }
 
-type logicalLine struct {
-	line int
-	text string
-}
-
-// logicalLines joins continuations and drops comments and blank lines.
-func logicalLines(s string) ([]logicalLine, error) {
-	var out []logicalLine
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 64*1024), maxDockerfile)
-	var cur strings.Builder
-	start, n := 0, 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimRight(sc.Text(), " \t\r")
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
-			continue
-		}
-		if cur.Len() == 0 {
-			start = n
-		}
-		if strings.HasSuffix(line, "\\") {
-			cur.WriteString(strings.TrimSuffix(line, "\\"))
-			cur.WriteByte(' ')
-			continue
-		}
-		cur.WriteString(line)
-		out = append(out, logicalLine{line: start, text: strings.TrimSpace(cur.String())})
-		cur.Reset()
-	}
-	if err := sc.Err(); err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "Dockerfile: %v", err)
-	}
-	if cur.Len() > 0 {
-		out = append(out, logicalLine{line: start, text: strings.TrimSpace(cur.String())})
-	}
-	return out, nil
-}
-
-// flags strips leading --name=value options.
-func flags(rest string) (string, map[string]string) {
-	fl := map[string]string{}
-	for strings.HasPrefix(rest, "--") {
-		tok, after, _ := strings.Cut(rest, " ")
-		k, v, _ := strings.Cut(strings.TrimPrefix(tok, "--"), "=")
-		fl[k] = v
-		rest = strings.TrimSpace(after)
-	}
-	return rest, fl
-}
-
-func execForm(s string) ([]string, bool) {
-	if !strings.HasPrefix(s, "[") {
-		return nil, false
-	}
-	var args []string
-	if err := json.Unmarshal([]byte(s), &args); err != nil || len(args) == 0 {
-		return nil, false
-	}
-	return args, true
-}
-
-// envPairs parses "K=V K2=V2" and the legacy "K V" form.
-func envPairs(rest string, vars map[string]string) ([]string, error) {
-	if !strings.Contains(strings.SplitN(rest, " ", 2)[0], "=") {
-		k, v, _ := strings.Cut(rest, " ")
-		if k == "" {
-			return nil, fmt.Errorf("ENV needs a name")
-		}
-		return []string{k, expand(strings.TrimSpace(v), vars)}, nil
-	}
-	var out []string
-	for _, tok := range splitQuoted(rest) {
-		k, v, ok := strings.Cut(tok, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("ENV %q is not NAME=value", tok)
-		}
-		out = append(out, k, unquote(expand(v, vars)))
-	}
-	return out, nil
-}
-
-// splitQuoted splits on spaces outside double or single quotes.
-func splitQuoted(s string) []string {
-	var out []string
-	var cur strings.Builder
-	var quote rune
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			cur.WriteRune(r)
-			if r == quote {
-				quote = 0
+// syntaxErr classes an error of BuildKit's parser, naming its line.
+func syntaxErr(err error, data []byte) error {
+	// BuildKit's words for a file of only comments and blank lines, and
+	// for a line its scanner cannot hold, which it locates on the line
+	// before.
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "file with no instructions"):
+		return types.Errorf(types.InvalidArgument, "Dockerfile has no FROM")
+	case strings.Contains(msg, "dockerfile line greater than"):
+		for n, l := range bytes.Split(data, []byte("\n")) {
+			if len(l) >= bufio.MaxScanTokenSize {
+				return lineErr(n+1, types.InvalidArgument, err)
 			}
-		case r == '"' || r == '\'':
-			quote = r
-			cur.WriteRune(r)
-		case r == ' ' || r == '\t':
-			if cur.Len() > 0 {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-		default:
-			cur.WriteRune(r)
 		}
 	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
-	return out
+	return lineErr(errLine(err), types.InvalidArgument, err)
 }
 
-func unquote(s string) string {
-	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
-		return s[1 : len(s)-1]
+// errLine is the first line BuildKit's error locates, or 0.
+func errLine(err error) int {
+	var loc *parser.LocationError
+	if errors.As(err, &loc) && len(loc.Locations) > 0 && len(loc.Locations[0]) > 0 {
+		return loc.Locations[0][0].Start.Line
 	}
-	return s
+	return 0
 }
 
-// expand substitutes ${VAR}, ${VAR:-default} and $VAR from vars; unknown
-// variables become empty, as in Docker.
-func expand(s string, vars map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\\' && i+1 < len(s) && s[i+1] == '$' {
-			b.WriteByte('$')
-			i++
-			continue
-		}
-		if c != '$' || i+1 >= len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		if s[i+1] == '{' {
-			end := strings.IndexByte(s[i:], '}')
-			if end < 0 {
-				b.WriteString(s[i:])
-				break
-			}
-			body := s[i+2 : i+end]
-			name, def, hasDef := strings.Cut(body, ":-")
-			v, ok := vars[name]
-			if (!ok || v == "") && hasDef {
-				v = def
-			}
-			b.WriteString(v)
-			i += end
-			continue
-		}
-		j := i + 1
-		for j < len(s) && (s[j] == '_' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= 'a' && s[j] <= 'z' || j > i+1 && s[j] >= '0' && s[j] <= '9') {
-			j++
-		}
-		if j == i+1 {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteString(vars[s[i+1:j]])
-		i = j - 1
+func lineErr(line int, c types.Class, err error) error {
+	if line <= 0 {
+		return types.Errorf(c, "Dockerfile: %v", err)
 	}
-	return b.String()
+	return types.Errorf(c, "Dockerfile:%d: %v", line, err)
+}
+
+// dispatcher walks the parsed instructions as BuildKit's dispatcher does,
+// keeping the scopes substitution reads.
+type dispatcher struct {
+	lex       *shell.Lex
+	buildArgs map[string]string
+	baseEnv   []string
+	global    *vars    // platform args and ARGs before FROM: FROM's scope
+	env       *vars    // after FROM: the base image's env, then ARG and ENV
+	shell     []string // SHELL: what runs a shell-form RUN
+	seenFrom  bool
+	file      File
+}
+
+// node handles one instruction of the file.
+func (d *dispatcher) node(n *parser.Node) error {
+	cmd := strings.ToUpper(n.Value)
+	line := n.StartLine
+	skip := slices.Contains(ignored, cmd)
+	if !skip && !slices.Contains(supported, cmd) {
+		return types.Errorf(types.NotSupported, "Dockerfile:%d: %s is not supported by this builder (supported: %s)", line, cmd, strings.Join(supported, ", "))
+	}
+	if !d.seenFrom && cmd != "FROM" && cmd != "ARG" {
+		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s before FROM", line, cmd)
+	}
+	in := Instruction{Line: line, Cmd: cmd, Raw: strings.TrimSpace(n.Original)}
+	if !skip {
+		var err error
+		if in.Flags, err = takeFlags(n, cmd); err != nil {
+			return err
+		}
+	}
+	parsed, err := instructions.ParseInstruction(n)
+	if err != nil {
+		return lineErr(line, types.InvalidArgument, err)
+	}
+	if skip {
+		return nil
+	}
+	if _, isArg := parsed.(*instructions.ArgCommand); !isArg {
+		// Docker substitutes in what each command's Expand names; an ARG's
+		// default is substituted as it is declared.
+		if err := d.expand(parsed); err != nil {
+			return lineErr(line, types.InvalidArgument, err)
+		}
+	}
+	keep, err := d.dispatch(parsed, &in)
+	if err != nil {
+		return err
+	}
+	if keep {
+		d.file.Instructions = append(d.file.Instructions, in)
+	}
+	return nil
+}
+
+// dispatch fills in from the parsed command; keep says whether the
+// builder gets it (FROM, SHELL and ARG before FROM only set scopes).
+func (d *dispatcher) dispatch(parsed any, in *Instruction) (keep bool, err error) {
+	switch c := parsed.(type) {
+	case *instructions.Stage:
+		return false, d.from(c, in.Line)
+	case *instructions.ArgCommand:
+		return d.seenFrom, d.arg(c, in)
+	case *instructions.ShellCommand:
+		d.shell = slices.Clone(c.Shell)
+		return false, nil
+	case *instructions.EnvCommand:
+		for _, kv := range c.Env {
+			d.env.set(kv.Key, kv.Value)
+			in.Args = append(in.Args, kv.Key, kv.Value)
+		}
+	case *instructions.RunCommand:
+		return true, d.run(c, in)
+	case *instructions.CopyCommand:
+		return true, copyArgs(c.SourcesAndDest, c.Chown, c.Chmod, in)
+	case *instructions.AddCommand:
+		return true, copyArgs(c.SourcesAndDest, c.Chown, c.Chmod, in)
+	case *instructions.WorkdirCommand:
+		in.Args = []string{c.Path}
+	case *instructions.UserCommand:
+		in.Args = []string{c.User}
+	default:
+		return false, types.Errorf(types.NotSupported, "Dockerfile:%d: %s is not supported by this builder", in.Line, in.Cmd)
+	}
+	return true, nil
+}
+
+// expand substitutes variables in what Docker substitutes in: each
+// command's Expand, with the lexer of the file's escape character, and the
+// bodies of unquoted COPY heredocs (quotes kept, as Docker keeps them).
+func (d *dispatcher) expand(parsed any) error {
+	if ex, ok := parsed.(instructions.SupportsSingleWordExpansion); ok {
+		err := ex.Expand(func(word string) (string, error) {
+			s, _, err := d.lex.ProcessWord(word, d.env)
+			return s, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if ex, ok := parsed.(instructions.SupportsSingleWordExpansionRaw); ok {
+		raw := shell.NewLex('\\')
+		raw.SkipProcessQuotes = true
+		return ex.ExpandRaw(func(word string) (string, error) {
+			s, _, err := raw.ProcessWord(word, d.env)
+			return s, err
+		})
+	}
+	return nil
+}
+
+// from reads the one FROM: its image, substituted from the ARGs before it
+// (and the platform's), and the base image's environment from then on.
+func (d *dispatcher) from(c *instructions.Stage, line int) error {
+	if d.seenFrom {
+		return types.Errorf(types.NotSupported, "Dockerfile:%d: multi-stage builds (a second FROM) are not supported", line)
+	}
+	if c.Name != "" {
+		return types.Errorf(types.NotSupported, "Dockerfile:%d: FROM ... AS (multi-stage) is not supported", line)
+	}
+	res, err := d.lex.ProcessWordWithMatches(c.BaseName, d.global)
+	if err != nil {
+		return lineErr(line, types.InvalidArgument, err)
+	}
+	if res.Result == "" {
+		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: FROM needs an image (%s is empty)", line, c.BaseName)
+	}
+	d.file.Base = res.Result
+	d.seenFrom = true
+	d.env = &vars{}
+	for _, kv := range d.baseEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			d.env.set(k, v)
+		}
+	}
+	return nil
 }

@@ -33,8 +33,9 @@ const Repository = "berth.build"
 const keyLabel = "sh.berth.build.key"
 
 // builderVersion goes into every key: a change to what a build produces
-// from the same input changes it.
-const builderVersion = "berth-local-build/1"
+// from the same input changes it (2: Docker's parser, so continuations,
+// quotes, SHELL and ARG scopes read as Docker reads them).
+const builderVersion = "berth-local-build/2"
 
 // SandboxLabel marks a build's sandbox (its value is the short key).
 const SandboxLabel = "berth.build"

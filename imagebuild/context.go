@@ -31,14 +31,12 @@ type ctxEntry struct {
 
 // sources expands a COPY or ADD instruction's sources (all arguments but
 // the last) into context paths: a wildcard in the last element matches the
-// names of its directory, in order.
+// names of its directory, in order. As in Docker, a source is a path from
+// the context's root: "/etc/x" and "../etc/x" are its etc/x.
 func sources(root *os.Root, in dockerfile.Instruction) ([]string, error) {
 	var out []string
 	for _, src := range in.Args[:len(in.Args)-1] {
-		rel := path.Clean(strings.TrimPrefix(src, "/"))
-		if !hosttar.Local(rel) && rel != "." {
-			return nil, stepErr(in, types.InvalidArgument, "source %q is outside the build context", src)
-		}
+		rel := rootRel(strings.TrimPrefix(path.Clean("/"+src), "/"))
 		dir, pattern := path.Split(rel)
 		if strings.ContainsAny(dir, "*?[") {
 			return nil, stepErr(in, types.NotSupported, "source %q: wildcards are supported in the last path element only", src)

@@ -42,7 +42,7 @@ func (b *builder) copy(ctx context.Context, st *buildState, croot *os.Root, in d
 	if !path.IsAbs(dest) {
 		dest = path.Join(st.dir(), dest)
 	}
-	intoDir := strings.HasSuffix(destArg, "/") || strings.HasSuffix(destArg, "/.") || len(srcs) > 1 || b.tree.isDir(dest)
+	intoDir := strings.HasSuffix(destArg, "/") || strings.HasSuffix(destArg, "/.") || len(srcs)+len(in.Heredocs) > 1 || b.tree.isDir(dest)
 	for _, src := range srcs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -54,7 +54,28 @@ func (b *builder) copy(ctx context.Context, st *buildState, croot *os.Root, in d
 			return err
 		}
 	}
+	for _, h := range in.Heredocs {
+		if err := b.copyHeredoc(h, dest, intoDir, o); err != nil {
+			return stepErr(in, types.InvalidArgument, "<<%s: %v", h.Name, err)
+		}
+	}
 	return nil
+}
+
+// copyHeredoc writes an inline source (COPY <<EOF dest) as Docker does: a
+// file named after the heredoc in a directory destination, mode 0644
+// unless --chmod, owned as --chown says.
+func (b *builder) copyHeredoc(h dockerfile.Heredoc, dest string, intoDir bool, o owner) error {
+	target := dest
+	if intoDir {
+		target = path.Join(dest, path.Base(h.Name))
+		if err := b.tree.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: 0o755, hasMode: true}); err != nil {
+			return err
+		}
+	} else if err := b.tree.mkdirAll(path.Dir(dest), owner{mode: 0o755, hasMode: true}); err != nil {
+		return err
+	}
+	return b.tree.file(target, strings.NewReader(h.Data), owner{uid: o.uid, gid: o.gid, mode: o.modeOr(0o644), hasMode: true}, time.Time{})
 }
 
 func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.Instruction, src, dest string, intoDir bool, o owner) error {

@@ -16,6 +16,10 @@
 // and kills all but its init), as each RUN of Docker ends with its
 // container: nothing can swap a name for a symlink while a COPY runs, and
 // the fd-relative calls make a process that slipped through harmless.
+// A RUN whose heredoc script starts with "#!" finds it, as in Docker, at
+// /dev/pipes/NAME (written through the sandbox's shell into its own /dev,
+// a tmpfs, so never in the image, and removed after the step); a COPY or
+// ADD heredoc is a file written like any other.
 // ENV, ARG and USER change what later steps and the image's config get.
 // At the end the sandbox is stopped and its overlay upper directory is
 // committed to the image store as one layer on top of the base
@@ -30,6 +34,6 @@
 //
 // The build context is read through an os.Root on its directory, so no
 // COPY or ADD source, however named and whatever symlinks it meets, is read
-// from outside it; a symlink in a copied tree that points outside the
+// from outside it (as in Docker, "/x" and "../x" name the context's x); a symlink in a copied tree that points outside the
 // context is refused rather than copied.
 package imagebuild

@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -235,6 +236,13 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 	if err != nil {
 		return stepErr(in, types.NotSupported, "%v", err)
 	}
+	for _, h := range in.Heredocs {
+		done, err := b.placeScript(ctx, h)
+		if err != nil {
+			return stepErr(in, types.ClassOf(err), "place the heredoc script: %v", err)
+		}
+		defer done()
+	}
 	out := &tailbuf.Buffer{Max: maxRunOutput}
 	w := io.MultiWriter(out, b.out) // b.out never fails
 	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: w, Stderr: w})
@@ -252,6 +260,32 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, tail(out))
 	}
 	return nil
+}
+
+// placeScript puts a RUN's heredoc script where Docker has it for the
+// step, dockerfile.PipesDir (in the sandbox's own /dev, a tmpfs, so never
+// in the image), mode 0755; done removes it again.
+func (b *builder) placeScript(ctx context.Context, h dockerfile.Heredoc) (done func(), err error) {
+	p := dockerfile.PipesDir + h.Name
+	sh := func(script string, stdin io.Reader) error {
+		out := &tailbuf.Buffer{Max: 512}
+		proc, err := b.sb.Exec(ctx, types.Command{Args: []string{"/bin/sh", "-c", script, "sh", p}, Stdin: stdin, Stdout: out, Stderr: out})
+		if err != nil {
+			return err
+		}
+		if code, err := proc.Wait(ctx); err != nil || code != 0 {
+			return errors.Join(err, types.Errorf(types.InvalidArgument, "/bin/sh exit status %d: %s", code, tail(out)))
+		}
+		return nil
+	}
+	if err := sh(`mkdir -p "${1%/*}" && cat >"$1" && chmod 0755 "$1"`, strings.NewReader(h.Data)); err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := sh(`rm -f "$1"`, nil); err != nil {
+			b.log.Warn("remove the heredoc script", "path", p, "err", err)
+		}
+	}, nil
 }
 
 // runUser maps USER onto a user the agent can switch to: one with an

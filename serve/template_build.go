@@ -265,13 +265,11 @@ func (t *templates) explain(r *recipe, err error) error {
 	if step == "" {
 		return err
 	}
-	lines := strings.Split(r.dockerfile, "\n")
-	for n, sl := range r.lines {
-		if sl.step != step || n > len(lines) {
+	for _, sl := range r.lines {
+		if sl.step != step {
 			continue
 		}
-		raw := lines[n-1]
-		for _, cut := range []string{shorten(raw, 200), raw} {
+		for _, cut := range []string{shorten(sl.raw, 200), sl.raw} {
 			msg = strings.Replace(msg, cut, shorten(sl.show, 200), 1)
 		}
 	}

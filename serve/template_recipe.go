@@ -15,13 +15,15 @@ import (
 )
 
 // A template's steps become a Dockerfile that the provider's builder runs
-// (package imagebuild on local): one line per step, each written so that
-// the parser reads back exactly the step's arguments. RUN is the exec form
-// (JSON: newlines and quotes survive), COPY too, ENV the "NAME value"
-// form; '$' in paths is escaped, since the parser substitutes variables
-// there and E2B does not. The line a step became maps build errors and log
-// lines back to the step's index, which is what the SDK reads to point at
-// the builder call that failed.
+// (package imagebuild on local, which parses it as Docker does): one
+// instruction per step, each written so that the parser reads back exactly
+// the step's arguments. RUN is the exec form (JSON: newlines and quotes
+// survive), COPY too, ENV the NAME="value" form; paths are escaped against
+// the lexer (quotes, backslashes and '$', since Docker substitutes
+// variables there and E2B does not). An instruction longer than a
+// Dockerfile line may be is folded with continuations. The line a step
+// starts on maps build errors and log lines back to the step's index,
+// which is what the SDK reads to point at the builder call that failed.
 
 // buildStart is TemplateBuildStartV2, the body of POST
 // /v2/templates/{templateID}/builds/{buildID}; fields the SDK sends that a
@@ -70,6 +72,7 @@ type recipe struct {
 type stepLine struct {
 	step string // "base", "1", ...
 	show string // the step as the build log shows it
+	raw  string // the instruction as the builder shows it (continuations joined)
 }
 
 // copySource is a COPY step's upload, unpacked into dir of the context.
@@ -108,8 +111,44 @@ func badStep(i int, format string, args ...any) error {
 // oneLine refuses what would end a Dockerfile line or a C string.
 func oneLine(s string) bool { return !strings.ContainsAny(s, "\x00\n\r") }
 
-// escapeVars keeps '$' literal through the parser's substitution.
-func escapeVars(s string) string { return strings.ReplaceAll(s, "$", `\$`) }
+// literal keeps s as it is through the Dockerfile lexer, which reads
+// quotes, backslashes and '$' outside quotes.
+func literal(s string) string { return lexEscapes.Replace(s) }
+
+var lexEscapes = strings.NewReplacer(`\`, `\\`, `$`, `\$`, `"`, `\"`, `'`, `\'`)
+
+// quoted is s in double quotes as the lexer reads it back, '$' left to
+// substitute: an ENV value as E2B's builder sets it.
+func quoted(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// maxLine is how long a line of the Dockerfile may be: BuildKit's parser
+// (and so Docker's, and the local builder's) reads at most 64 KiB a line.
+const maxLine = 60 << 10
+
+// fold breaks an instruction into lines of at most maxLine bytes with
+// continuations, which the parser joins back byte for byte. A break never
+// follows a backslash (that would escape the continuation) nor comes
+// before a blank or '#' (the parser drops a continuation line that starts
+// so, as a comment); where there is no such place the line stays long and
+// the parser refuses it.
+func fold(line string) string {
+	var b strings.Builder
+	for len(line) > maxLine {
+		cut := maxLine
+		for cut > maxLine/2 && (line[cut-1] == '\\' || strings.IndexByte(" \t#", line[cut]) >= 0) {
+			cut--
+		}
+		if cut == maxLine/2 {
+			break
+		}
+		b.WriteString(line[:cut] + "\\\n")
+		line = line[cut:]
+	}
+	b.WriteString(line)
+	return b.String()
+}
 
 // jsonLine is v as one line of JSON, '<' and '&' as themselves.
 func jsonLine(v any) string {
@@ -154,10 +193,13 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 		}
 	}
 	r := &recipe{base: base, lines: map[int]stepLine{}, startCmd: b.StartCmd, readyCmd: b.ReadyCmd, force: b.Force, steps: len(b.Steps)}
-	var df []string
+	var df strings.Builder
+	next := 1 // the line the next instruction starts on
 	emit := func(step, show, line string) {
-		df = append(df, line)
-		r.lines[len(df)] = stepLine{step: step, show: show}
+		r.lines[next] = stepLine{step: step, show: show, raw: line}
+		folded := fold(line)
+		next += 1 + strings.Count(folded, "\n")
+		df.WriteString(folded + "\n")
 	}
 	emit(stepBase, "FROM "+base, "FROM "+base)
 	user := "" // the last USER step's; "" is the image's
@@ -166,21 +208,11 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 		r.force = r.force || st.Force
 		switch strings.ToUpper(st.Type) {
 		case "RUN":
-			if len(st.Args) < 1 || len(st.Args) > 2 || st.Args[0] == "" {
-				return nil, badStep(i, "RUN takes a command and an optional user, got %d arguments", len(st.Args))
+			line, err := runLine(i, st)
+			if err != nil {
+				return nil, err
 			}
-			cmd := st.Args[0]
-			if len(cmd) > maxCmdBytes || strings.ContainsRune(cmd, 0) {
-				return nil, badStep(i, "RUN command is longer than %d bytes or holds a NUL byte", maxCmdBytes)
-			}
-			flag := ""
-			if len(st.Args) == 2 && st.Args[1] != "" {
-				if !userRe.MatchString(st.Args[1]) {
-					return nil, badStep(i, "RUN user %q is not a user name", st.Args[1])
-				}
-				flag = "--user=" + st.Args[1] + " "
-			}
-			emit(name, "RUN "+cmd, "RUN "+flag+jsonLine([]string{"/bin/sh", "-c", runWrapper, "sh", cmd}))
+			emit(name, "RUN "+st.Args[0], line)
 		case "COPY":
 			line, err := copyLine(i, st, user, present)
 			if err != nil {
@@ -200,13 +232,13 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 				if !oneLine(v) || len(v) > maxCmdBytes {
 					return nil, badStep(i, "ENV %s: values with newlines or NUL bytes, or over %d bytes, are not supported", k, maxCmdBytes)
 				}
-				emit(name, "ENV "+k+"="+v, "ENV "+k+" "+v)
+				emit(name, "ENV "+k+"="+v, "ENV "+k+"="+quoted(v))
 			}
 		case "WORKDIR":
 			if len(st.Args) != 1 || st.Args[0] == "" || !oneLine(st.Args[0]) {
 				return nil, badStep(i, "WORKDIR takes one directory on one line")
 			}
-			emit(name, "WORKDIR "+st.Args[0], "WORKDIR "+escapeVars(st.Args[0]))
+			emit(name, "WORKDIR "+st.Args[0], "WORKDIR "+literal(st.Args[0]))
 		case "USER":
 			if len(st.Args) != 1 || !userRe.MatchString(st.Args[0]) {
 				return nil, badStep(i, "USER takes one user name, got %q", st.Args)
@@ -217,11 +249,31 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 			return nil, badStep(i, "type %q is not supported (RUN, COPY, ENV, WORKDIR, USER)", st.Type)
 		}
 	}
-	r.dockerfile = strings.Join(df, "\n") + "\n"
+	r.dockerfile = df.String()
 	if len(r.dockerfile) > maxDockerfileBytes-256 { // room for the force line
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "the template's steps make a Dockerfile of %d bytes; the builder reads at most %d", len(r.dockerfile), maxDockerfileBytes-256)
 	}
 	return r, nil
+}
+
+// runLine validates a RUN step and writes its line: the exec form of the
+// wrapper, as the step's user when it names one (RUN --user, berth's own).
+func runLine(i int, st templateStep) (string, error) {
+	if len(st.Args) < 1 || len(st.Args) > 2 || st.Args[0] == "" {
+		return "", badStep(i, "RUN takes a command and an optional user, got %d arguments", len(st.Args))
+	}
+	cmd := st.Args[0]
+	if len(cmd) > maxCmdBytes || strings.ContainsRune(cmd, 0) {
+		return "", badStep(i, "RUN command is longer than %d bytes or holds a NUL byte", maxCmdBytes)
+	}
+	flag := ""
+	if len(st.Args) == 2 && st.Args[1] != "" {
+		if !userRe.MatchString(st.Args[1]) {
+			return "", badStep(i, "RUN user %q is not a user name", st.Args[1])
+		}
+		flag = "--user=" + st.Args[1] + " "
+	}
+	return "RUN " + flag + jsonLine([]string{"/bin/sh", "-c", runWrapper, "sh", cmd}), nil
 }
 
 // copyLine validates a COPY step and writes its line. The source is read
@@ -266,7 +318,7 @@ func copyLine(i int, st templateStep, user string, present func(string) bool) (s
 		flags.WriteString("--chmod=" + st.Args[3] + " ")
 	}
 	from := path.Join("s"+strconv.Itoa(i+1), globBase(src))
-	return "COPY " + flags.String() + jsonLine([]string{escapeVars(from), escapeVars(dest)}), nil
+	return "COPY " + flags.String() + jsonLine([]string{literal(from), literal(dest)}), nil
 }
 
 // digest names what the template builds for one key: the Dockerfile, the

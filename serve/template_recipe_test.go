@@ -17,13 +17,13 @@ var testHash = strings.Repeat("ab", 32)
 func TestRecipeRoundTrip(t *testing.T) {
 	run := "printf '%s\\n' \"a b\" 'c $HOME' && cat <<EOF > /x\nline 2 \"quoted\" $NOT_EXPANDED\nEOF"
 	steps := []templateStep{
-		{Type: "ENV", Args: []string{"A", "one two \"three\"", "B", "x=y"}},
+		{Type: "ENV", Args: []string{"A", "one two \"three\"", "B", "x=y", "C", `C:\dir\ 'q' \"`}},
 		{Type: "RUN", Args: []string{run}},
 		{Type: "RUN", Args: []string{"apt-get install -y curl", "root"}},
 		{Type: "USER", Args: []string{"app"}},
 		{Type: "COPY", Args: []string{"src/**/*.go", "/opt/$dir with space/", "", "0755"}, FilesHash: testHash},
 		{Type: "copy", Args: []string{"./conf/a.json", "a.json", "other:grp"}, FilesHash: testHash},
-		{Type: "WORKDIR", Args: []string{"/srv/$x"}},
+		{Type: "WORKDIR", Args: []string{`/srv/$x "a" 'b' \c`}},
 	}
 	r, err := newRecipe(buildStart{FromImage: "debian:bookworm-slim", Steps: steps, StartCmd: "serve", ReadyCmd: "true"}, "debian:bookworm-slim", 100, func(string) bool { return true })
 	if err != nil {
@@ -44,6 +44,7 @@ func TestRecipeRoundTrip(t *testing.T) {
 	}{
 		{"ENV", []string{"A", `one two "three"`}, nil},
 		{"ENV", []string{"B", "x=y"}, nil},
+		{"ENV", []string{"C", `C:\dir\ 'q' \"`}, nil},
 		{"RUN", []string{"/bin/sh", "-c", runWrapper, "sh", run}, nil},
 		{"RUN", []string{"/bin/sh", "-c", runWrapper, "sh", "apt-get install -y curl"}, map[string]string{"user": "root"}},
 		{"USER", []string{"app"}, nil},
@@ -51,7 +52,7 @@ func TestRecipeRoundTrip(t *testing.T) {
 		// owner defaults to the current USER, as on E2B.
 		{"COPY", []string{"s5/src", "/opt/$dir with space/"}, map[string]string{"chown": "app", "chmod": "0755"}},
 		{"COPY", []string{"s6/conf/a.json", "a.json"}, map[string]string{"chown": "other:grp"}},
-		{"WORKDIR", []string{"/srv/$x"}, nil},
+		{"WORKDIR", []string{`/srv/$x "a" 'b' \c`}, nil},
 	}
 	if len(in) != len(want) {
 		t.Fatalf("%d instructions, want %d:\n%s", len(in), len(want), r.dockerfile)
@@ -67,17 +68,50 @@ func TestRecipeRoundTrip(t *testing.T) {
 		}
 	}
 	// Lines name their steps as the SDK counts them (1-based; base first).
-	wantSteps := []string{stepBase, "1", "1", "2", "3", "4", "5", "6", "7"}
+	wantSteps := []string{stepBase, "1", "1", "1", "2", "3", "4", "5", "6", "7"}
 	for n, s := range wantSteps {
 		if got := r.lines[n+1].step; got != s {
 			t.Errorf("line %d is step %q, want %q", n+1, got, s)
 		}
 	}
-	if got := r.stepOf("build x: Dockerfile:4: RUN ...: exit status 2"); got != "2" {
+	if got := r.stepOf("build x: Dockerfile:5: RUN ...: exit status 2"); got != "2" {
 		t.Errorf("stepOf = %q", got)
 	}
 	if len(r.copies) != 2 || r.copies[0] != (copySource{"s5", testHash}) {
 		t.Errorf("copies = %+v", r.copies)
+	}
+}
+
+// TestRecipeLongCommand: a command longer than a Dockerfile line may be
+// (BuildKit reads 64 KiB a line) is folded with continuations and parses
+// back byte for byte, whatever it holds where a line would break; the
+// steps after it keep their lines.
+func TestRecipeLongCommand(t *testing.T) {
+	var b strings.Builder
+	for b.Len() < maxCmdBytes-1000 {
+		b.WriteString(`echo 'a\b' "#x" \\ $HOME  ` + strings.Repeat("QUJD", 50) + "\n")
+	}
+	long := b.String()
+	steps := []templateStep{{Type: "RUN", Args: []string{long}}, {Type: "ENV", Args: []string{"E", strings.Repeat(`\ #`, 30<<10)}}, {Type: "USER", Args: []string{"app"}}}
+	r, err := newRecipe(buildStart{Steps: steps}, "debian:bookworm-slim", 10, func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := dockerfile.Parse(strings.NewReader(r.dockerfile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := f.Instructions
+	if len(in) != 3 || !slices.Equal(in[0].Args, []string{"/bin/sh", "-c", runWrapper, "sh", long}) || in[1].Args[1] != steps[1].Args[1] {
+		t.Fatalf("the long steps did not parse back: %d instructions", len(in))
+	}
+	for i, want := range []string{"1", "2", "3"} {
+		if got := r.lines[in[i].Line].step; got != want {
+			t.Errorf("instruction %d starts on line %d, step %q; want step %s", i, in[i].Line, got, want)
+		}
+	}
+	if in[2].Line < 6 {
+		t.Errorf("USER on line %d: the long steps were not folded", in[2].Line)
 	}
 }
 

@@ -328,8 +328,10 @@ func TestBuildFailures(t *testing.T) {
 			class: sandbox.NotSupported, mentions: []string{"Dockerfile:2", "--link"}},
 		{name: "failing RUN", files: map[string]string{"Dockerfile": from + "RUN echo first-line\nRUN echo progress; echo 'it broke' >&2; exit 3\nRUN echo never\n"},
 			class: sandbox.InvalidArgument, mentions: []string{"Dockerfile:3", "exit status 3", "progress", "it broke"}, notMention: "never", startsOne: true},
+		// As in Docker, ../secret is the context's own secret (here none):
+		// a path from the context's root, never the directory above it.
 		{name: "COPY climbing out", files: map[string]string{"Dockerfile": from + "COPY ../secret /x\n"},
-			class: sandbox.InvalidArgument, mentions: []string{"Dockerfile:2", "outside the build context"}},
+			class: sandbox.InvalidArgument, mentions: []string{"Dockerfile:2", "secret: no such file in the build context"}, notMention: "host secret"},
 		{name: "COPY through a symlink out", files: map[string]string{"Dockerfile": from + "COPY esc/secret /x\n", "esc": "->" + outside},
 			class: sandbox.InvalidArgument, mentions: []string{"Dockerfile:2", "esc/secret"}, notMention: "host secret"},
 		{name: "COPY of a tree with a link out", files: map[string]string{"Dockerfile": from + "COPY data /d\n", "data/ok": "ok", "data/out": "->" + filepath.Join(outside, "secret")},
