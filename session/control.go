@@ -186,15 +186,26 @@ func (s *Server) assemble(snap snapshot, md Metadata, maxSeqLen *int) (*samples.
 
 // proxy relays any other request under a session to the engine.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	// The path below the session as escaped on the wire, not PathValue's
+	// decoding of it: the engine judges what the client really sent, and
+	// a path that could leave its base is refused before the body is read.
+	_, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/sessions/"), "/")
+	if _, err := engine.RelayPath(rest); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	sess, body, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}
-	c, err := s.opts.Engine.Forward(r.Context(), r.Method, r.PathValue("path"), r.URL.RawQuery, r.Header, body, sess.id)
+	c, err := s.opts.Engine.Forward(r.Context(), r.Method, rest, r.URL.RawQuery, r.Header, body, sess.id)
 	if err != nil {
-		status := http.StatusBadGateway
-		if !errors.Is(err, engine.ErrUpstream) {
-			status = http.StatusInternalServerError
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, engine.ErrUpstream):
+			status = http.StatusBadGateway
+		case errors.Is(err, engine.ErrBadPath):
+			status = http.StatusBadRequest
 		}
 		writeError(w, status, err.Error())
 		return
