@@ -24,6 +24,7 @@ type Tokenizer struct {
 	added     []AddedToken
 	addedByID map[int]*AddedToken
 	trie      []trieNode
+	starts    [256]bool // the first bytes of added tokens
 	special   map[int]bool
 
 	normalize func(string) string
@@ -70,6 +71,7 @@ func (t *Tokenizer) setVocab(vocab map[string]int, added []AddedToken) error {
 		if a.Special {
 			t.special[a.ID] = true
 		}
+		t.starts[a.Content[0]] = true
 		n := int32(0)
 		for j := 0; j < len(a.Content); j++ {
 			c := a.Content[j]
@@ -106,9 +108,8 @@ type section struct {
 func (t *Tokenizer) splitAdded(text string) []section {
 	var out []section
 	start := 0
-	root := t.trie[0].next
 	for i := 0; i < len(text); {
-		if _, ok := root[text[i]]; !ok {
+		if !t.starts[text[i]] { // a table, not the trie's map: this runs for every byte of the text
 			i++
 			continue
 		}
