@@ -44,10 +44,10 @@ func allocated(f func()) uint64 {
 // TestEncodeLimitStopsEarly is the session server's attack from below: a
 // 29 MB text far over the limit. Encode (all there was on 5553f78) built
 // the list of all 7.6 million pieces and ids before anyone could count
-// them: 700 MB allocated and 3 s for the ASCII text. EncodeLimit stops at
-// the limit: the ASCII text costs about the limit's ids, the text that
-// starts with a non-ASCII letter (the regex's path) the runes of its
-// section and no more.
+// them: 708 MB allocated and 3 to 6 s for the ASCII text. EncodeLimit
+// stops at the limit: the ASCII text costs about the limit's ids, the
+// text that starts with a non-ASCII letter (the regex's path) the runes
+// of its section and no more.
 func TestEncodeLimitStopsEarly(t *testing.T) {
 	tk := qwen3(t)
 	const n, limit = 29 << 20, 1000
