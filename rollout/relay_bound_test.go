@@ -2,9 +2,6 @@ package rollout_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +11,6 @@ import (
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/harbor/agent/command"
 	"github.com/berth-sh/berth/harbor/job"
-	"github.com/berth-sh/berth/internal/localtest"
-	"github.com/berth-sh/berth/internal/testbin"
-	"github.com/berth-sh/berth/providers/local"
-	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session/heaptest"
@@ -49,24 +42,14 @@ rm /tmp/big
 // grows by about 500 MB (under 768), and the harness's next, ordinary
 // call does the task.
 func TestHostileHarnessThroughRelayBounded(t *testing.T) {
-	testbin.NeedLocal(t)
-	rollouttest.Qwen3(t)
-	agentBin, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := os.MkdirTemp("", "berth-cmd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { localtest.Sweep(local.Options{AgentBinary: agentBin}, state) })
-	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentBin}, t.TempDir())
+	env := localEnv(t)
 	pe := rollouttest.NewPolicyEngine(t, commandPolicy)
 	tasks, jobs := t.TempDir(), t.TempDir()
 	writeCommandTask(t, tasks, "answer", 300)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
+	var err error
 	grew := heaptest.Growth(func() {
 		_, err = rollout.Run(ctx, rollout.Config{
 			Job:     job.Config{JobName: "hostile", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 1, NAttempts: 1, Agent: command.Name},
@@ -88,7 +71,7 @@ func TestHostileHarnessThroughRelayBounded(t *testing.T) {
 	// What the session server did with the six: each refused, for its
 	// tokens or for want of room. (A wget whose body was refused before it
 	// had sent it all dies of SIGPIPE and notes nothing.)
-	refused, busy := metric(t, pe, `berth_session_turns_total{outcome="refused"}`), metric(t, pe, "berth_session_busy_refusals_total")
+	refused, busy := pe.Metric(`berth_session_turns_total{outcome="refused"}`), pe.Metric("berth_session_busy_refusals_total")
 	if refused < 1 || refused+busy != 6 {
 		t.Errorf("the server refused %d for their tokens and %d for room, want six in all, some for their tokens", refused, busy)
 	}
@@ -102,23 +85,4 @@ func TestHostileHarnessThroughRelayBounded(t *testing.T) {
 	if n := pe.LiveSessions(); n != 0 {
 		t.Errorf("%d sessions left open", n)
 	}
-}
-
-// metric reads one series of the session server's /metrics.
-func metric(t *testing.T, pe *rollouttest.PolicyEngine, series string) int {
-	t.Helper()
-	resp, err := http.Get(pe.Client.BaseURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			var n float64
-			fmt.Sscan(v, &n)
-			return int(n)
-		}
-	}
-	return 0
 }

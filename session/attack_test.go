@@ -25,14 +25,7 @@ func send(t testing.TB, url string, body io.Reader, n int64) (int, []byte) {
 		t.Fatal(err)
 	}
 	req.ContentLength = n
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return do(t, req)
 }
 
 // bytesOf is n bytes of b, made as they are read.

@@ -2,10 +2,11 @@ package tokenizer
 
 import (
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/berth-sh/berth/session/heaptest"
 )
 
 // TestEncodeLimitIsEncodeUpToTheLimit: on the fidelity corpus, a limit of
@@ -31,16 +32,6 @@ func TestEncodeLimitIsEncodeUpToTheLimit(t *testing.T) {
 	}
 }
 
-// allocated is the bytes f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // TestEncodeLimitStopsEarly is the session server's attack from below: a
 // 29 MB text far over the limit. Encode (all there was on 5553f78) built
 // the list of all 7.6 million pieces and ids before anyone could count
@@ -60,7 +51,7 @@ func TestEncodeLimitStopsEarly(t *testing.T) {
 		"non-ascii": {"é" + ascii, 5 * n}, // []rune of the section: 4 bytes a byte
 	} {
 		var err error
-		got := allocated(func() { _, err = tk.EncodeLimit(tc.text, limit) })
+		got := heaptest.Allocated(func() { _, err = tk.EncodeLimit(tc.text, limit) })
 		if !errors.Is(err, ErrTooManyTokens) {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -81,10 +72,10 @@ func TestEncodeLimitRefusesAHugePiece(t *testing.T) {
 	var err error
 	huge, long := strings.Repeat("a", 29<<20), strings.Repeat("a", MaxPieceBytes)
 	// At most the ids' first allocation (a limit of 1 Mi ids: 8 MB).
-	if got := allocated(func() { _, err = tk.EncodeLimit(huge, 1<<20) }); !errors.Is(err, ErrPieceTooLong) || got > 10<<20 {
+	if got := heaptest.Allocated(func() { _, err = tk.EncodeLimit(huge, 1<<20) }); !errors.Is(err, ErrPieceTooLong) || got > 10<<20 {
 		t.Errorf("29 MB piece: %v, %d KB allocated", err, got>>10)
 	}
-	if got := allocated(func() { _, err = tk.EncodeLimit(long, 100) }); !errors.Is(err, ErrTooManyTokens) || got > 64<<10 {
+	if got := heaptest.Allocated(func() { _, err = tk.EncodeLimit(long, 100) }); !errors.Is(err, ErrTooManyTokens) || got > 64<<10 {
 		t.Errorf("a piece over the limit: %v, %d KB allocated", err, got>>10)
 	}
 	// Under both bounds a long piece is encoded as Encode does.
