@@ -91,18 +91,7 @@ func writeCommandTask(t *testing.T, dir, name string, agentTimeout int) {
 // The harness's exit code and the agent timeout land in the trial and the
 // sample as for other agents.
 func TestCommandAgentReversePort(t *testing.T) {
-	testbin.NeedLocal(t)
-	rollouttest.Qwen3(t)
-	agentBin, err := testbin.Agent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := os.MkdirTemp("", "berth-cmd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { localtest.Sweep(local.Options{AgentBinary: agentBin}, state) })
-	env := registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentBin}, t.TempDir())
+	env := localEnv(t)
 	reg := builtin.Registry()
 
 	// What the sandbox must not reach: host listeners on loopback and on
@@ -124,7 +113,7 @@ func TestCommandAgentReversePort(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	_, err = rollout.Run(ctx, rollout.Config{
+	_, err := rollout.Run(ctx, rollout.Config{
 		Job:     job.Config{JobName: "cmd", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 3, NAttempts: 1, Agent: command.Name},
 		Command: command.Options{Command: "PROBES='" + strings.Join(probes, " ") + "'\n" + shellAgent, Model: "policy"},
 		Strict:  true,
@@ -185,6 +174,25 @@ func TestCommandAgentReversePort(t *testing.T) {
 	if left, _ := p.List(context.Background(), map[string]string{"berth.job": "cmd"}); len(left) > 0 {
 		t.Fatalf("sandboxes left: %v", left)
 	}
+}
+
+// localEnv is the environment of the local provider on a state directory
+// of the test's own (swept at the end), skipping the test where the local
+// provider cannot run.
+func localEnv(t *testing.T) registry.Environ {
+	t.Helper()
+	testbin.NeedLocal(t)
+	rollouttest.Qwen3(t)
+	agentBin, err := testbin.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.MkdirTemp("", "berth-cmd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { localtest.Sweep(local.Options{AgentBinary: agentBin}, state) })
+	return registry.MapEnviron(map[string]string{local.EnvStateDir: state, local.EnvAgentBinary: agentBin}, t.TempDir())
 }
 
 // checkReplyMasked checks that the sample's loss mask is 1 exactly on the

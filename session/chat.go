@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -14,32 +13,6 @@ import (
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/tito"
 )
-
-// readBody reads a bounded request body; it writes the error itself.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxBodyBytes))
-		return nil, false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return nil, false
-	}
-	return data, true
-}
-
-// sessionBody finds the request's session and reads its body; it writes
-// the error itself.
-func (s *Server) sessionBody(w http.ResponseWriter, r *http.Request) (*session, []byte, bool) {
-	sess := s.lookup(w, r)
-	if sess == nil {
-		return nil, nil, false
-	}
-	body, ok := s.readBody(w, r)
-	return sess, body, ok
-}
 
 // turnRequest is a parsed chat request.
 type turnRequest struct {
@@ -80,60 +53,65 @@ func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, err
 	return t, nil
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
-	start := time.Now()
-	sess, body, ok := s.sessionBody(w, r)
-	if !ok {
-		return
-	}
+// errGone is a session deleted before its turn was prepared.
+var errGone = errors.New("session not found")
+
+// prepare parses a turn's body and prepares its prompt ids under the
+// session's lock; expected is the session's generated turns after it.
+func (s *Server) prepare(sess *session, body []byte, anthropic bool) (t *turnRequest, prompt []int, expected int, err error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		s.refuse(w, fmt.Errorf("%w: invalid JSON body", tito.ErrInvalid))
-		return
+		return nil, nil, 0, fmt.Errorf("%w: invalid JSON body", tito.ErrInvalid)
 	}
-	if anthropic {
-		var err error
-		if fields, err = fromAnthropic(fields); err != nil {
-			s.refuse(w, err)
-			return
-		}
-	}
-	t, err := s.parseTurn(fields)
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	t.anthropic = anthropic
 	matcher := s.opts.Matcher
 	if anthropic {
 		matcher = tito.LooseToolCall // our own conversion re-serializes tool arguments
+		if fields, err = fromAnthropic(fields); err != nil {
+			return nil, nil, 0, err
+		}
 	}
-
-	// Prepare under the lock.
+	if t, err = s.parseTurn(fields); err != nil {
+		return nil, nil, 0, err
+	}
+	t.anthropic = anthropic
 	sess.mu.Lock()
+	defer sess.mu.Unlock()
 	if sess.closing.Load() {
-		sess.mu.Unlock()
-		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
-		return
+		return nil, nil, 0, errGone
 	}
 	before := sess.traj.NumAssistant()
-	t.messages, err = sess.traj.ParseRequest(t.raw, matcher)
-	var prompt []int
-	if err == nil {
+	if t.messages, err = sess.traj.ParseRequest(t.raw, matcher); err == nil {
 		prompt, err = sess.traj.Prepare(s.opts.Codec, t.messages, t.tools, t.kwargs, matcher)
 	}
-	expected := sess.traj.NumAssistant()
-	sess.mu.Unlock()
-	s.metrics.prepare.Observe(time.Since(start).Seconds())
-	if expected < before {
+	if expected = sess.traj.NumAssistant(); expected < before {
 		s.metrics.rollbacks.Inc()
 	}
-	if err != nil {
-		s.refuse(w, err)
+	return t, prompt, expected, err
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
+	start := time.Now()
+	sess, body, release, ok := s.sessionBody(w, r)
+	if !ok {
 		return
 	}
-	if len(prompt) > s.opts.MaxSessionTokens {
-		s.refuse(w, fmt.Errorf("%w: the prompt has %d tokens, more than the session limit %d", tito.ErrInvalid, len(prompt), s.opts.MaxSessionTokens))
+	defer release()
+	var t *turnRequest
+	var prompt []int
+	var expected int
+	var err error
+	if werr := s.bounds.tokenize(r.Context(), int64(len(body)), func() { t, prompt, expected, err = s.prepare(sess, body, anthropic) }); werr != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "gave up waiting to tokenize: "+werr.Error())
+		return
+	}
+	s.metrics.prepare.Observe(time.Since(start).Seconds())
+	switch {
+	case errors.Is(err, errGone):
+		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
+		return
+	case err != nil:
+		s.refuse(w, err)
 		return
 	}
 

@@ -69,13 +69,30 @@ func (s *Server) metadata(snap snapshot) Metadata {
 	return md
 }
 
+// checked is the metadata of a snapshot, computed within the tokenizing
+// bound (the check renders and tokenizes the whole transcript); it writes
+// the error itself.
+func (s *Server) checked(w http.ResponseWriter, r *http.Request, snap snapshot) (Metadata, bool) {
+	var md Metadata
+	if err := s.bounds.tokenize(r.Context(), 4*int64(len(snap.traj.Tokens())), func() { md = s.metadata(snap) }); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "gave up waiting to tokenize: "+err.Error())
+		return md, false
+	}
+	return md, true
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sess := s.lookup(w, r)
 	if sess == nil {
 		return
 	}
 	snap := s.snapshot(sess)
-	info := Info{SessionID: sess.id, Records: []Record{}, Metadata: s.metadata(snap)}
+	md, ok := s.checked(w, r, snap)
+	if !ok {
+		return
+	}
+	info := Info{SessionID: sess.id, Records: []Record{}, Metadata: md}
 	for _, rec := range snap.traj.Records() {
 		body := engine.RequestBody(s.opts.Engine.Dialect(), &engine.Request{Body: rec.Request, PromptIDs: rec.PromptIDs})
 		if s.opts.Engine.Dialect() != engine.SGLang {
@@ -88,10 +105,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
-	sess, body, ok := s.sessionBody(w, r)
+	sess, body, release, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	var params struct {
 		MaxSeqLen *int `json:"max_seq_len"`
 	}
@@ -106,7 +124,10 @@ func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := s.snapshot(sess)
-	md := s.metadata(snap)
+	md, ok := s.checked(w, r, snap)
+	if !ok {
+		return
+	}
 	s.metrics.checked.Inc()
 	for t, n := range md.MismatchCounts {
 		s.metrics.mismatches.WithLabelValues(t).Add(float64(n))
@@ -186,15 +207,27 @@ func (s *Server) assemble(snap snapshot, md Metadata, maxSeqLen *int) (*samples.
 
 // proxy relays any other request under a session to the engine.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
-	sess, body, ok := s.sessionBody(w, r)
+	// The path below the session as escaped on the wire, not PathValue's
+	// decoding of it: the engine judges what the client really sent, and
+	// a path that could leave its base is refused before the body is read.
+	_, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/sessions/"), "/")
+	if _, err := engine.RelayPath(rest); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sess, body, release, ok := s.sessionBody(w, r)
 	if !ok {
 		return
 	}
-	c, err := s.opts.Engine.Forward(r.Context(), r.Method, r.PathValue("path"), r.URL.RawQuery, r.Header, body, sess.id)
+	defer release()
+	c, err := s.opts.Engine.Forward(r.Context(), r.Method, rest, r.URL.RawQuery, r.Header, body, sess.id)
 	if err != nil {
-		status := http.StatusBadGateway
-		if !errors.Is(err, engine.ErrUpstream) {
-			status = http.StatusInternalServerError
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, engine.ErrUpstream):
+			status = http.StatusBadGateway
+		case errors.Is(err, engine.ErrBadPath):
+			status = http.StatusBadRequest
 		}
 		writeError(w, status, err.Error())
 		return

@@ -23,12 +23,21 @@
 // committed under the lock again after the prefix invariant holds; a
 // session that changed or is closing meanwhile is left as it is. A client
 // that asks to stream gets the whole reply as one SSE chunk. Errors are
-// {"error": msg}: 404 unknown session, 400 invalid request or a history
-// rewritten more than one turn back, 500 tokenization (a broken prefix
-// names the first differing position), 502 engine failure, 413 a body over
-// the limit, 429 too many sessions, 401 without a valid key when keys are
-// configured. A reply other than 200 from the engine passes through and is
-// not recorded.
+// {"error": msg}: 404 unknown session, 400 invalid request, a history
+// rewritten more than one turn back, a prompt over the session's tokens or
+// a relayed path that could leave the engine's base path, 500 tokenization
+// (a broken prefix names the first differing position), 502 engine
+// failure, 413 a body over the limit, 429 too many sessions, 401 without a
+// valid key when keys are configured. A reply other than 200 from the
+// engine passes through and is not recorded.
+//
+// Memory is bounded per request and in all (bounds.go): a body declared
+// over MaxBodyBytes is refused before it is read; bodies are counted as
+// they arrive, at most MaxBufferedBytes in all and twice MaxBodyBytes per
+// session (past either, 503 or 429 with Retry-After); at most
+// MaxTokenizingBytes of bodies are parsed and tokenized at once (a turn
+// waits for room while its client waits), and tokenizing stops at the
+// session's token limit.
 //
 // Client is the Go client of the control routes (create, get, samples,
 // delete) for drivers and rollouts.

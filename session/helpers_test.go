@@ -69,9 +69,17 @@ func (e *testEnv) postT(t testing.TB, path string, body any, header ...string) (
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, e.url+path, bytes.NewReader(data))
-	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+// do sends a JSON request and returns the status and body.
+func do(t testing.TB, req *http.Request) (int, []byte) {
+	t.Helper()
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -23,11 +23,12 @@ type metrics struct {
 	rollbacks    prometheus.Counter
 	expired      prometheus.Counter
 	authFails    prometheus.Counter
+	busy         prometheus.Counter
 	prepare      prometheus.Histogram
 	upstream     prometheus.Histogram
 }
 
-func newMetrics(live func() float64) *metrics {
+func newMetrics(live, buffered func() float64) *metrics {
 	buckets := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -57,16 +58,20 @@ func newMetrics(live func() float64) *metrics {
 		authFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_session_auth_failures_total", Help: "Requests refused for a missing or wrong API key.",
 		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_session_busy_refusals_total", Help: "Requests refused (503, 429) because the request bodies in memory were at their bound.",
+		}),
 		prepare: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "berth_session_prepare_seconds", Help: "Time to prepare a turn's prompt ids (under the session lock).", Buckets: buckets,
+			Name: "berth_session_prepare_seconds", Help: "Time from a turn's arrival to its prompt ids: reading the body, waiting for room to tokenize, preparing under the session lock.", Buckets: buckets,
 		}),
 		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "berth_session_upstream_seconds", Help: "Time of the engine call of a turn.", Buckets: buckets,
 		}),
 	}
 	live_ := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_session_sessions", Help: "Live sessions."}, live)
-	m.reg.MustRegister(m.turns, m.mismatches, m.checked, m.retoken, m.enginePrompt, m.rollbacks, m.expired, m.authFails,
-		m.prepare, m.upstream, live_, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buffered_ := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_session_buffered_bytes", Help: "Bytes of request bodies held in memory (bounded by MaxBufferedBytes)."}, buffered)
+	m.reg.MustRegister(m.turns, m.mismatches, m.checked, m.retoken, m.enginePrompt, m.rollbacks, m.expired, m.authFails, m.busy,
+		m.prepare, m.upstream, live_, buffered_, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, t := range tito.MismatchTypes {
 		m.mismatches.WithLabelValues(t) // every type exported from the start, at 0
 	}

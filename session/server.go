@@ -43,6 +43,14 @@ type Options struct {
 	MaxSessions      int           // live sessions (default 4096)
 	MaxSessionTokens int           // accumulated ids of one session (default 1 Mi)
 	IdleTimeout      time.Duration // a session unused this long is removed (default 30 min)
+	// MaxBufferedBytes bounds the request bodies held in memory, all
+	// requests together (default 32 x MaxBodyBytes, 1 GiB); one session's
+	// requests hold at most 2 x MaxBodyBytes.
+	MaxBufferedBytes int64
+	// MaxTokenizingBytes bounds the bodies being parsed, rendered and
+	// tokenized at once, by their length (default MaxBodyBytes): a turn
+	// waits for room.
+	MaxTokenizingBytes int64
 }
 
 func (o *Options) defaults() error {
@@ -58,6 +66,15 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 32 << 20
+	}
+	if o.MaxBufferedBytes <= 0 {
+		o.MaxBufferedBytes = 32 * o.MaxBodyBytes
+	}
+	if o.MaxTokenizingBytes <= 0 {
+		o.MaxTokenizingBytes = o.MaxBodyBytes
+	}
+	if o.MaxBufferedBytes <= o.MaxBodyBytes {
+		return fmt.Errorf("session: MaxBufferedBytes (%d) must be more than MaxBodyBytes (%d): a body of the limit must fit", o.MaxBufferedBytes, o.MaxBodyBytes)
 	}
 	if o.MaxMessages <= 0 {
 		o.MaxMessages = 4096
@@ -95,6 +112,7 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
+	bounds  *bounds
 
 	mu       sync.RWMutex
 	sessions map[string]*session
@@ -109,6 +127,7 @@ type session struct {
 	traj    tito.Trajectory
 	closing atomic.Bool
 	used    atomic.Int64 // unix nanoseconds of the last use
+	held    atomic.Int64 // bytes of its requests' bodies in memory
 }
 
 func (s *session) touch() { s.used.Store(time.Now().UnixNano()) }
@@ -118,12 +137,12 @@ func New(o Options) (*Server, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, sessions: map[string]*session{}}
+	s := &Server{opts: o, sessions: map[string]*session{}, bounds: newBounds(o)}
 	s.metrics = newMetrics(func() float64 {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
 		return float64(len(s.sessions))
-	})
+	}, func() float64 { return float64(s.bounds.buffered.Load()) })
 	s.routes()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -201,6 +220,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) create(w http.ResponseWriter, _ *http.Request) {
 	sess := &session{id: newID()}
+	sess.traj.MaxTokens = s.opts.MaxSessionTokens
 	sess.touch()
 	s.mu.Lock()
 	if len(s.sessions) >= s.opts.MaxSessions {

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"container/heap"
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
@@ -62,22 +61,54 @@ type candidate struct {
 	id        int32
 }
 
+// candidates is a binary min-heap by (rank, pos), written out for the
+// type: container/heap boxes every element in an interface, an allocation
+// per push, which for a long piece cost more than the merging itself. The
+// order is total (a rank is one pair), so the pops are the same whatever
+// the heap's shape.
 type candidates []candidate
 
-func (c candidates) Len() int { return len(c) }
-func (c candidates) Less(i, j int) bool {
-	if c[i].rank != c[j].rank {
-		return c[i].rank < c[j].rank
-	}
-	return c[i].pos < c[j].pos
+func (c candidate) less(d candidate) bool {
+	return c.rank < d.rank || (c.rank == d.rank && c.pos < d.pos)
 }
-func (c candidates) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
-func (c *candidates) Push(x any)   { *c = append(*c, x.(candidate)) }
-func (c *candidates) Pop() any {
-	old := *c
-	x := old[len(old)-1]
-	*c = old[:len(old)-1]
-	return x
+
+func (q *candidates) push(c candidate) {
+	h := append(*q, c)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].less(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	*q = h
+}
+
+func (q *candidates) pop() candidate {
+	h := *q
+	top, n := h[0], len(h)-1
+	h[0] = h[n]
+	*q = h[:n]
+	q.down(0)
+	return top
+}
+
+func (q candidates) down(i int) {
+	for n := len(q); ; {
+		m := 2*i + 1
+		if m >= n {
+			return
+		}
+		if r := m + 1; r < n && q[r].less(q[m]) {
+			m = r
+		}
+		if !q[m].less(q[i]) {
+			return
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
 }
 
 // bpe encodes one pre-tokenized piece (raw bytes) and appends its ids: the
@@ -98,21 +129,30 @@ func (t *Tokenizer) bpe(piece string, out []int) []int {
 		syms[i] = symbol{id: t.byteID[piece[i]], prev: int32(i) - 1, next: int32(i) + 1, n: 1}
 	}
 	syms[len(syms)-1].next = -1
-	var q candidates
-	push := func(pos int32) {
+	pair := func(pos int32) (candidate, bool) {
 		nx := syms[pos].next
 		if nx < 0 {
-			return
+			return candidate{}, false
 		}
-		if m, ok := t.merges[pairKey(syms[pos].id, syms[nx].id)]; ok {
-			heap.Push(&q, candidate{rank: m.rank, pos: pos, left: syms[pos].id, rgt: syms[nx].id, id: m.id})
+		m, ok := t.merges[pairKey(syms[pos].id, syms[nx].id)]
+		return candidate{rank: m.rank, pos: pos, left: syms[pos].id, rgt: syms[nx].id, id: m.id}, ok
+	}
+	q := make(candidates, 0, len(syms))
+	push := func(pos int32) {
+		if c, ok := pair(pos); ok {
+			q.push(c)
 		}
 	}
 	for i := range syms {
-		push(int32(i))
+		if c, ok := pair(int32(i)); ok {
+			q = append(q, c)
+		}
 	}
-	for q.Len() > 0 {
-		c := heap.Pop(&q).(candidate)
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+	for len(q) > 0 {
+		c := q.pop()
 		s := &syms[c.pos]
 		if s.n == 0 || s.next < 0 || s.id != c.left || syms[s.next].id != c.rgt {
 			continue // stale: one side merged since

@@ -44,14 +44,16 @@ func aDigit(c byte) bool  { return c >= '0' && c <= '9' }
 func aPunct(c byte) bool  { return !aSpace(c) && !aLetter(c) && !aDigit(c) }
 func aNL(c byte) bool     { return c == '\r' || c == '\n' }
 
-// split appends the pieces of an ASCII string.
-func (f *fastSplit) split(s string, out []string) []string {
+// each yields the pieces of an ASCII string.
+func (f *fastSplit) each(s string, yield func(string) error) error {
 	for i := 0; i < len(s); {
 		n, _ := f.match(s, i)
-		out = append(out, s[i:i+n])
+		if err := yield(s[i : i+n]); err != nil {
+			return err
+		}
 		i += n
 	}
-	return out
+	return nil
 }
 
 // matchASCII is match when every byte it looked at is ASCII.

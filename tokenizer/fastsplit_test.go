@@ -32,11 +32,11 @@ func TestFastSplitEqualsRegex(t *testing.T) {
 			t.Fatalf("%v, fast %v", err, sp.fast)
 		}
 		for _, s := range inputs {
-			want, err := sp.regexPieces(s, false, nil)
+			want, err := collect(func(y func(string) error) error { return sp.regex(s, false, y) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := sp.pieces(s, false, nil)
+			got, err := collect(func(y func(string) error) error { return sp.each(s, false, y) })
 			if err != nil || !slices.Equal(got, want) {
 				t.Fatalf("%q:\n fast  %q\n regex %q (%v)", s, got, want, err)
 			}
@@ -45,4 +45,11 @@ func TestFastSplitEqualsRegex(t *testing.T) {
 	if recognize(`\s+|\S+`) != nil {
 		t.Error("an unknown pattern took the fast path")
 	}
+}
+
+// collect gathers what a splitter yields.
+func collect(split func(yield func(string) error) error) ([]string, error) {
+	var out []string
+	err := split(func(p string) error { out = append(out, p); return nil })
+	return out, err
 }

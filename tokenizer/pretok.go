@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
 )
@@ -52,85 +53,101 @@ func regexpQuote(s string) string {
 	return b.String()
 }
 
-// pieces splits s: matches and the text between them, in order (the
-// reference's regexSplit), or only the matches when matchOnly.
-func (sp *splitter) pieces(s string, matchOnly bool, out []string) ([]string, error) {
+// each yields the pieces of s in order: matches and the text between them
+// (the reference's regexSplit), or only the matches when matchOnly. It
+// stops at the first error yield returns and returns it.
+func (sp *splitter) each(s string, matchOnly bool, yield func(string) error) error {
 	if sp.fast != nil {
 		if isASCII(s) {
-			return sp.fast.split(s, out), nil
+			return sp.fast.each(s, yield)
 		}
-		return sp.hybridPieces(s, out)
+		return sp.hybrid(s, yield)
 	}
-	return sp.regexPieces(s, matchOnly, out)
+	return sp.regex(s, matchOnly, yield)
 }
 
-// hybridPieces takes each match from the hand-written splitter when it
-// decided on ASCII alone, else the regex's match at the same position.
-func (sp *splitter) hybridPieces(s string, out []string) ([]string, error) {
+// hybrid takes each match from the hand-written splitter when it decided
+// on ASCII alone, else the regex's match at the same position. The runes
+// are made once, at the first match the regex must decide; rune and byte
+// positions then advance together, so nothing else grows with s.
+func (sp *splitter) hybrid(s string, yield func(string) error) error {
 	var runes []rune
-	var runeAt, byteAt []int
+	r := 0 // the rune index of byte i, once runes exist
 	for i := 0; i < len(s); {
 		if n, ok := sp.fast.matchASCII(s, i); ok {
-			out = append(out, s[i:i+n])
+			if err := yield(s[i : i+n]); err != nil {
+				return err
+			}
+			if runes != nil {
+				r += n // ASCII: one rune a byte
+			}
 			i += n
 			continue
 		}
 		if runes == nil {
 			runes = []rune(s)
-			byteAt = runeByteOffsets(s, runes)
-			runeAt = make([]int, len(s)+1)
-			for r, b := range byteAt {
-				runeAt[b] = r
-			}
+			r = utf8.RuneCountInString(s[:i])
 		}
-		m, err := sp.re.FindRunesMatchStartingAt(runes, runeAt[i])
+		m, err := sp.re.FindRunesMatchStartingAt(runes, r)
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
+			return fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
 		}
-		if m == nil || m.RuneIndex != runeAt[i] || m.RuneLength == 0 {
-			return nil, fmt.Errorf("tokenizer: pre-tokenizer: no match at %d", i)
+		if m == nil || m.RuneIndex != r || m.RuneLength == 0 {
+			return fmt.Errorf("tokenizer: pre-tokenizer: no match at %d", i)
 		}
-		end := byteAt[m.RuneIndex+m.RuneLength]
-		out = append(out, s[i:end])
-		i = end
+		end := skipRunes(s, i, m.RuneLength)
+		if err := yield(s[i:end]); err != nil {
+			return err
+		}
+		i, r = end, r+m.RuneLength
 	}
-	return out, nil
+	return nil
 }
 
-func (sp *splitter) regexPieces(s string, matchOnly bool, out []string) ([]string, error) {
+// skipRunes is the byte offset n runes after byte at, counting as []rune
+// does (an invalid byte is one rune).
+func skipRunes(s string, at, n int) int {
+	for ; n > 0; n-- {
+		_, size := utf8.DecodeRuneInString(s[at:])
+		at += size
+	}
+	return at
+}
+
+func (sp *splitter) regex(s string, matchOnly bool, yield func(string) error) error {
 	runes := []rune(s)
-	prev := 0
-	byteOff := runeByteOffsets(s, runes)
+	prev, prevByte := 0, 0 // rune and byte index of the end of the last match
+	var yerr error
 	err := sp.re.FindRunesMatches(runes, 0, func(v regexp2.MatchView) bool {
 		idx, n, ok := v.GroupRange(0)
 		if !ok {
 			return true
 		}
+		at := skipRunes(s, prevByte, idx-prev)
+		end := skipRunes(s, at, n)
 		if !matchOnly && prev < idx {
-			out = append(out, s[byteOff[prev]:byteOff[idx]])
+			if yerr = yield(s[prevByte:at]); yerr != nil {
+				return false
+			}
 		}
 		if n > 0 {
-			out = append(out, s[byteOff[idx]:byteOff[idx+n]])
+			if yerr = yield(s[at:end]); yerr != nil {
+				return false
+			}
 		}
-		prev = idx + n
+		prev, prevByte = idx+n, end
 		return true
 	})
+	if yerr != nil {
+		return yerr
+	}
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
+		return fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
 	}
 	if !matchOnly && prev < len(runes) {
-		out = append(out, s[byteOff[prev]:])
+		return yield(s[prevByte:])
 	}
-	return out, nil
-}
-
-// runeByteOffsets maps rune index to byte offset (with one entry past the end).
-func runeByteOffsets(s string, runes []rune) []int {
-	off := make([]int, 0, len(runes)+1)
-	for i := range s {
-		off = append(off, i)
-	}
-	return append(off, len(s))
+	return nil
 }
 
 // bytesToUnicode is GPT-2's byte-level alphabet: printable bytes map to

@@ -1,9 +1,12 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/berth-sh/berth/internal/jsstr"
 )
@@ -12,6 +15,7 @@ import (
 type Tokenizer struct {
 	vocab        map[string]int
 	tokens       []string // by id; "" for holes
+	longest      int      // bytes of the longest vocabulary token
 	byteID       [256]int32
 	merges       map[uint64]merge
 	ignoreMerges bool
@@ -20,6 +24,7 @@ type Tokenizer struct {
 	added     []AddedToken
 	addedByID map[int]*AddedToken
 	trie      []trieNode
+	starts    [256]bool // the first bytes of added tokens
 	special   map[int]bool
 
 	normalize func(string) string
@@ -53,6 +58,7 @@ func (t *Tokenizer) setVocab(vocab map[string]int, added []AddedToken) error {
 	t.tokens = make([]string, maxID+1)
 	for tok, id := range vocab {
 		t.tokens[id] = tok
+		t.longest = max(t.longest, utf8.RuneCountInString(tok)) // a rune of the byte-level alphabet is a byte
 	}
 	t.added = added
 	t.addedByID = map[int]*AddedToken{}
@@ -65,6 +71,7 @@ func (t *Tokenizer) setVocab(vocab map[string]int, added []AddedToken) error {
 		if a.Special {
 			t.special[a.ID] = true
 		}
+		t.starts[a.Content[0]] = true
 		n := int32(0)
 		for j := 0; j < len(a.Content); j++ {
 			c := a.Content[j]
@@ -101,9 +108,8 @@ type section struct {
 func (t *Tokenizer) splitAdded(text string) []section {
 	var out []section
 	start := 0
-	root := t.trie[0].next
 	for i := 0; i < len(text); {
-		if _, ok := root[text[i]]; !ok {
+		if !t.starts[text[i]] { // a table, not the trie's map: this runs for every byte of the text
 			i++
 			continue
 		}
@@ -142,8 +148,35 @@ func trim(s *section, f func(string) string) {
 	}
 }
 
+// EncodeLimit's refusals.
+var (
+	// ErrTooManyTokens: the text has more ids than the limit.
+	ErrTooManyTokens = errors.New("tokenizer: more tokens than the limit")
+	// ErrPieceTooLong: a pre-token (a run of letters, of spaces, of
+	// punctuation) is longer than MaxPieceBytes.
+	ErrPieceTooLong = errors.New("tokenizer: a pre-token is too long")
+)
+
+// MaxPieceBytes bounds one pre-token in EncodeLimit. Merging a piece
+// costs about 40 bytes of memory and a heap operation per byte of it, all
+// at once: a 29 MB run of one letter took 70 s and 1.2 GB. No text of a
+// conversation has such a word; a hostile one does.
+const MaxPieceBytes = 1 << 20
+
 // Encode returns the ids of text, adding no special tokens.
 func (t *Tokenizer) Encode(text string) ([]int, error) {
+	return t.encode(text, math.MaxInt, math.MaxInt)
+}
+
+// EncodeLimit is Encode for at most limit ids: past them it stops with
+// ErrTooManyTokens, so that a text far over a caller's bound costs about
+// what the bound allows, not what the text would. It also refuses a piece
+// longer than MaxPieceBytes (ErrPieceTooLong).
+func (t *Tokenizer) EncodeLimit(text string, limit int) ([]int, error) {
+	return t.encode(text, max(limit, 0), MaxPieceBytes)
+}
+
+func (t *Tokenizer) encode(text string, limit, maxPiece int) ([]int, error) {
 	secs := t.splitAdded(text)
 	for i, s := range secs {
 		if s.added < 0 {
@@ -157,48 +190,74 @@ func (t *Tokenizer) Encode(text string) ([]int, error) {
 			trim(&secs[i+1], jsstr.TrimStart)
 		}
 	}
-	ids := make([]int, 0, len(text)/3+1)
-	var pieces, next []string
+	e := &encoder{t: t, limit: limit, maxPiece: maxPiece, ids: make([]int, 0, min(len(text)/3, limit)+1)}
 	for _, s := range secs {
 		if s.text == "" {
 			continue
 		}
 		if s.added >= 0 {
-			ids = append(ids, t.added[s.added].ID)
+			if err := e.add(t.added[s.added].ID); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		x := s.text
 		if t.normalize != nil {
-			x = t.normalize(x)
-			if x == "" {
+			if x = t.normalize(x); x == "" {
 				continue
 			}
 		}
-		pieces = append(pieces[:0], x)
-		for _, st := range t.pre {
-			if st.split == nil {
-				continue
-			}
-			next = next[:0]
-			for _, p := range pieces {
-				var err error
-				if next, err = st.split.pieces(p, st.matchOnly, next); err != nil {
-					return nil, err
-				}
-			}
-			pieces, next = next, pieces
-		}
-		prefix := t.pre[len(t.pre)-1].addPrefixSpace
-		for _, p := range pieces {
-			if prefix && !strings.HasPrefix(p, " ") {
-				p = " " + p
-			}
-			if p != "" {
-				ids = t.bpe(p, ids)
-			}
+		if err := e.piece(x, 0); err != nil {
+			return nil, err
 		}
 	}
-	return ids, nil
+	return e.ids, nil
+}
+
+// encoder runs pieces through the pre-tokenizer and BPE as the splitters
+// find them, so that no list of a whole section's pieces is ever built and
+// the work stops at the limit.
+type encoder struct {
+	t               *Tokenizer
+	limit, maxPiece int
+	ids             []int
+}
+
+func (e *encoder) tooMany() error { return fmt.Errorf("%w (%d)", ErrTooManyTokens, e.limit) }
+
+func (e *encoder) add(id int) error {
+	if len(e.ids) >= e.limit {
+		return e.tooMany()
+	}
+	e.ids = append(e.ids, id)
+	return nil
+}
+
+// piece splits p with the pre-tokenizer's steps from k on and encodes what
+// the last one yields.
+func (e *encoder) piece(p string, k int) error {
+	pre := e.t.pre
+	for k < len(pre) && pre[k].split == nil {
+		k++
+	}
+	if k < len(pre) {
+		return pre[k].split.each(p, pre[k].matchOnly, func(q string) error { return e.piece(q, k+1) })
+	}
+	if pre[len(pre)-1].addPrefixSpace && !strings.HasPrefix(p, " ") {
+		p = " " + p
+	}
+	switch {
+	case p == "":
+		return nil
+	case len(p) > e.maxPiece:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrPieceTooLong, len(p), e.maxPiece)
+	case len(e.ids)+(len(p)+e.t.longest-1)/e.t.longest > e.limit:
+		return e.tooMany() // its fewest ids, each the longest token, would pass the limit
+	}
+	if e.ids = e.t.bpe(p, e.ids); len(e.ids) > e.limit {
+		return e.tooMany()
+	}
+	return nil
 }
 
 // Decode turns ids into text: added tokens verbatim, the others through

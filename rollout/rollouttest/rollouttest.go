@@ -103,7 +103,11 @@ func (pe *PolicyEngine) TokenText(id int) string {
 }
 
 // LiveSessions reads the server's berth_session_sessions gauge.
-func (pe *PolicyEngine) LiveSessions() int {
+func (pe *PolicyEngine) LiveSessions() int { return pe.Metric("berth_session_sessions") }
+
+// Metric reads one series of the server's /metrics (its name and labels,
+// as Prometheus writes them); the test fails when it is absent.
+func (pe *PolicyEngine) Metric(series string) int {
 	pe.t.Helper()
 	resp, err := http.Get(pe.url + "/metrics")
 	if err != nil {
@@ -112,13 +116,13 @@ func (pe *PolicyEngine) LiveSessions() int {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "berth_session_sessions "); ok {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			var n float64
 			fmt.Sscan(v, &n)
 			return int(n)
 		}
 	}
-	pe.t.Fatal("no berth_session_sessions in /metrics")
+	pe.t.Fatalf("no %s in /metrics", series)
 	return 0
 }
 

@@ -16,5 +16,11 @@
 // body) for the server to pass through unrecorded; a transport failure or
 // a 200 reply without what the dialect promises is an error (502).
 //
+// Forward relays a client's path below the engine's base URL (which may
+// have a path prefix, an engine router's route): it takes the path as
+// escaped on the wire and refuses one that could leave the base once
+// decoded and cleaned (ErrBadPath, 400): dot segments, empty segments,
+// encoded slashes and backslashes.
+//
 // Who imports it: the session server, and its tests.
 package engine

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	pathpkg "path"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,10 @@ const RoutingHeader = "X-SMG-Routing-Key"
 // ErrUpstream marks a failed engine call (HTTP 502): unreachable, or a
 // 200 reply that lacks what the dialect promises.
 var ErrUpstream = errors.New("upstream error")
+
+// ErrBadPath marks a relayed path that could leave the engine's base path
+// (HTTP 400); it is never sent.
+var ErrBadPath = errors.New("invalid relay path")
 
 // Dialect is the engine's flavour of the OpenAI chat API.
 type Dialect int
@@ -86,7 +91,9 @@ type Completion struct {
 type Engine interface {
 	// Chat sends one chat turn.
 	Chat(ctx context.Context, req *Request) (*Completion, error)
-	// Forward relays any other request (the pass-through proxy).
+	// Forward relays any other request (the pass-through proxy). path is
+	// relative to the engine's base and escaped as it came on the wire;
+	// one that could leave the base is refused with ErrBadPath.
 	Forward(ctx context.Context, method, path, rawQuery string, header http.Header, body []byte, routingKey string) (*Completion, error)
 	// Dialect reports how the engine speaks.
 	Dialect() Dialect
@@ -145,6 +152,10 @@ func (e *HTTP) Dialect() Dialect { return e.dialect }
 func (e *HTTP) do(ctx context.Context, method, path, rawQuery string, header http.Header, body []byte, routingKey string) (*Completion, error) {
 	u := *e.base
 	u.Path = e.base.Path + "/" + strings.TrimLeft(path, "/")
+	if clean := pathpkg.Clean(u.Path); clean != strings.TrimSuffix(u.Path, "/") || !strings.HasPrefix(clean+"/", e.base.Path+"/") {
+		return nil, fmt.Errorf("%w: %q leaves the engine's base path", ErrBadPath, clipPath(path))
+	}
+	u.RawPath = ""
 	u.RawQuery = rawQuery
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
@@ -174,6 +185,38 @@ func (e *HTTP) do(ctx context.Context, method, path, rawQuery string, header htt
 	return &Completion{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
 
+// RelayPath checks an escaped path relative to the engine's base and
+// returns it decoded. Each segment is decoded on its own; a segment that
+// decodes to a dot segment ("." or "..", also before a ";" parameter,
+// which some servers drop) or that holds a slash or a backslash is
+// refused, as is an empty one inside the path: any of them can walk out of
+// a base path such as http://router/prefix/ once the engine's server
+// decodes and cleans what it got (on 5553f78 "%2e%2e/admin" reached it as
+// /prefix/../admin).
+func RelayPath(escaped string) (string, error) {
+	segs := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	for i, seg := range segs {
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q does not decode: %v", ErrBadPath, clipPath(escaped), err)
+		}
+		name, _, _ := strings.Cut(dec, ";")
+		switch {
+		case dec == "" && i < len(segs)-1, name == "." || name == "..", strings.ContainsAny(dec, `/\`):
+			return "", fmt.Errorf("%w: %q: a path relayed to the engine may hold no dot segment, empty segment, encoded slash or backslash", ErrBadPath, clipPath(escaped))
+		}
+		segs[i] = dec
+	}
+	return strings.Join(segs, "/"), nil
+}
+
+func clipPath(p string) string {
+	if len(p) > 120 {
+		return p[:120] + "..."
+	}
+	return p
+}
+
 func redact(err error, secret string) string {
 	if secret == "" {
 		return err.Error()
@@ -184,6 +227,10 @@ func redact(err error, secret string) string {
 // Forward relays a request to the engine unchanged but for the routing
 // header and the engine's own credentials.
 func (e *HTTP) Forward(ctx context.Context, method, path, rawQuery string, header http.Header, body []byte, routingKey string) (*Completion, error) {
+	path, err := RelayPath(path)
+	if err != nil {
+		return nil, err
+	}
 	h := http.Header{}
 	for _, k := range []string{"Content-Type", "Accept"} {
 		if v := header.Get(k); v != "" {

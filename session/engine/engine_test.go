@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -91,5 +92,58 @@ func TestNewRefusesBadURLs(t *testing.T) {
 	e, _ := New("http://127.0.0.1:1", SGLang, Options{APIKey: "engine-secret"})
 	if _, err := e.Chat(t.Context(), &Request{}); err == nil || strings.Contains(err.Error(), "engine-secret") {
 		t.Errorf("transport error %v", err)
+	}
+}
+
+// pathEngine is an engine that records the request target of every call
+// it gets (as sent on the wire) and answers 200.
+func pathEngine(t *testing.T) (baseURL string, seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.RequestURI)
+		mu.Unlock()
+		io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// TestForwardStaysUnderBasePath: with the engine at .../prefix/, a relayed
+// path that decodes to a dot segment, an empty segment, a slash or a
+// backslash inside a segment is refused (ErrBadPath) and never sent. On
+// 5553f78 Forward joined whatever it was given to the base, and the
+// session server gave it the path decoded: the engine got
+// /prefix/../admin (the server's TestAttackRelayPathLeavesPrefix). Plain
+// paths reach the engine under the prefix, their escapes kept.
+func TestForwardStaysUnderBasePath(t *testing.T) {
+	base, seen := pathEngine(t)
+	e, err := New(base+"/prefix/", OpenAI, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"%2e%2e/admin", "..%2fadmin", "%2E%2E%5Cadmin", "v1/%2e%2e/%2e%2e/admin", ".%2E/admin", "..", "v1/./models",
+		"v1//models", "a%2Fb", `a\b`, "..;/admin", "%2e%2e;x/admin", "%zz"} {
+		if _, err := e.Forward(t.Context(), http.MethodGet, p, "", nil, nil, "k"); !errors.Is(err, ErrBadPath) {
+			t.Errorf("%q: %v, want ErrBadPath", p, err)
+		}
+	}
+	if got := seen(); len(got) != 0 {
+		t.Fatalf("the engine got refused paths: %q", got)
+	}
+	for _, p := range []string{"v1/models", "v1/models/", "v1/a%20b", "health"} {
+		if c, err := e.Forward(t.Context(), http.MethodGet, p, "x=1", nil, nil, "k"); err != nil || c.Status != http.StatusOK {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	want := []string{"/prefix/v1/models?x=1", "/prefix/v1/models/?x=1", "/prefix/v1/a%20b?x=1", "/prefix/health?x=1"}
+	if got := seen(); !slices.Equal(got, want) {
+		t.Errorf("the engine got %q, want %q", got, want)
 	}
 }

@@ -20,5 +20,6 @@
 // can also answer with an HTTP error, a length cut (max_tokens is
 // honoured) or an abort. The engine refuses what SGLang refuses for a
 // session server's calls: stream with return_meta_info, and a request
-// without input_ids.
+// without input_ids. Any other path is answered 404, and every request's
+// target is kept (Targets), for tests of what reaches an engine.
 package testengine

@@ -59,10 +59,11 @@ type Engine struct {
 	script Script
 	opts   Options
 
-	mu     sync.Mutex
-	counts map[string]int
-	last   map[string][]int // previous prompt per key, for cached_tokens
-	calls  []Call
+	mu      sync.Mutex
+	counts  map[string]int
+	last    map[string][]int // previous prompt per key, for cached_tokens
+	calls   []Call
+	targets []string // every request's target, as sent
 }
 
 // New returns an engine that tokenizes with tok and replies from script.
@@ -84,6 +85,14 @@ func (e *Engine) Calls() []Call {
 	return append([]Call(nil), e.calls...)
 }
 
+// Targets returns the request target (path and query, as sent on the
+// wire) of every request it got, whatever its path.
+func (e *Engine) Targets() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.targets...)
+}
+
 func fail(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -91,6 +100,9 @@ func fail(w http.ResponseWriter, status int, msg string) {
 }
 
 func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	e.targets = append(e.targets, r.RequestURI)
+	e.mu.Unlock()
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		fail(w, http.StatusNotFound, "testengine serves POST /v1/chat/completions only")
 		return

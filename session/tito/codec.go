@@ -17,6 +17,9 @@ import (
 // prefix invariant.
 var ErrTokenization = errors.New("tokenization error")
 
+// ErrTooLong marks a prompt with more ids than its limit (an ErrInvalid).
+var ErrTooLong = fmt.Errorf("%w: too many tokens", ErrInvalid)
+
 // Codec renders and tokenizes for one model: tokenizer, chat template and
 // family rules. It is immutable and safe for concurrent use.
 type Codec struct {
@@ -232,9 +235,21 @@ func (c *Codec) render(msgs []jinja.Value, tools []jinja.Value, gen bool, kw Kwa
 	return s, nil
 }
 
-func (c *Codec) encode(s string) ([]int, error) {
-	ids, err := c.Tok.Encode(s)
-	if err != nil {
+// encode tokenizes s; a limit above 0 bounds the ids (ErrTooLong past it).
+func (c *Codec) encode(s string, limit int) ([]int, error) {
+	var ids []int
+	var err error
+	if limit > 0 {
+		ids, err = c.Tok.EncodeLimit(s, limit)
+	} else {
+		ids, err = c.Tok.Encode(s)
+	}
+	switch {
+	case errors.Is(err, tokenizer.ErrTooManyTokens):
+		return nil, ErrTooLong
+	case errors.Is(err, tokenizer.ErrPieceTooLong):
+		return nil, invalidf("the text has a run of letters, spaces or punctuation longer than the %d bytes the server tokenizes", tokenizer.MaxPieceBytes)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrTokenization, err)
 	}
 	return ids, nil
@@ -251,11 +266,15 @@ func (c *Codec) Render(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs)
 
 // RenderIDs renders msgs and tokenizes the text.
 func (c *Codec) RenderIDs(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs) ([]int, error) {
+	return c.renderIDs(msgs, tools, gen, kw, 0)
+}
+
+func (c *Codec) renderIDs(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs, limit int) ([]int, error) {
 	s, err := c.Render(msgs, tools, gen, kw)
 	if err != nil {
 		return nil, err
 	}
-	return c.encode(s)
+	return c.encode(s, limit)
 }
 
 // dummyAssistant stands in for the stored history's last turn: empty, but
@@ -277,8 +296,9 @@ func dummyAssistant(last Message) jinja.Value {
 // Increment returns the ids of appended messages and the generation
 // prompt, rendered after a synthetic [system, assistant] prefix so that
 // the cost does not grow with the conversation and templates that rewrite
-// earlier turns (Qwen3 drops old reasoning) cannot disturb the suffix.
-func (c *Codec) Increment(last Message, appended []Message, tools []jinja.Value, kw Kwargs) ([]int, error) {
+// earlier turns (Qwen3 drops old reasoning) cannot disturb the suffix. A
+// limit above 0 bounds its ids (ErrTooLong past it).
+func (c *Codec) Increment(last Message, appended []Message, tools []jinja.Value, kw Kwargs, limit int) ([]int, error) {
 	base := []jinja.Value{c.dummySystem, dummyAssistant(last)}
 	without, err := c.render(base, tools, false, kw)
 	if err != nil {
@@ -299,7 +319,7 @@ func (c *Codec) Increment(last Message, appended []Message, tools []jinja.Value,
 		}
 		return nil, fmt.Errorf("%w: the chat template does not render the appended messages %v as a suffix", ErrTokenization, roles)
 	}
-	return c.encode(with[len(without):])
+	return c.encode(with[len(without):], limit)
 }
 
 // Join appends an increment to stored ids across the family's boundary.
@@ -338,7 +358,7 @@ func (c *Codec) AssistantIDs(asst Message, tools []jinja.Value, kw Kwargs) ([]in
 	if !strings.HasPrefix(full, prompt) {
 		return nil, fmt.Errorf("%w: the chat template does not render the assistant message after its generation prompt", ErrTokenization)
 	}
-	ids, err := c.encode(full[len(prompt):])
+	ids, err := c.encode(full[len(prompt):], 0)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package tito
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +52,8 @@ var roles = map[string]bool{"system": true, "user": true, "assistant": true, "to
 
 // ParseMessage validates and decodes one chat message. Content may be a
 // string, null, or a list of text parts (joined with "\n" for the template,
-// as engines do for text-only content); other parts are refused.
+// as engines do for text-only content); other parts, and other values (an
+// object, a number), are refused.
 func ParseMessage(raw json.RawMessage) (Message, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
@@ -63,7 +65,11 @@ func ParseMessage(raw json.RawMessage) (Message, error) {
 	}
 	m := Message{Raw: append(json.RawMessage(nil), raw...), Role: role, toolCalls: fields["tool_calls"]}
 	render := raw
-	if c := bytes.TrimSpace(fields["content"]); len(c) > 0 && c[0] == '[' {
+	c := bytes.TrimSpace(fields["content"])
+	if len(c) > 0 && c[0] != '"' && c[0] != '[' && string(c) != "null" {
+		return Message{}, invalidf("message content must be a string, null or a list of text parts, not %s", clip(string(c)))
+	}
+	if len(c) > 0 && c[0] == '[' {
 		text, err := joinTextParts(c)
 		if err != nil {
 			return Message{}, err
@@ -164,7 +170,8 @@ func jsonDepth(raw []byte) int {
 // content, reasoning_content, tool_calls): empty values (null, "", [])
 // are the same, a tool call's wire-only "index" is ignored, and in the
 // loose form a tool call's JSON-string arguments compare as the object they
-// spell.
+// spell. A key is the SHA-256 of the form: a stored message keeps 64
+// bytes, not a second copy of its content.
 func matchKeys(fields map[string]json.RawMessage) (strict, loose string, err error) {
 	key := map[string]any{}
 	var calls any
@@ -185,18 +192,28 @@ func matchKeys(fields map[string]json.RawMessage) (strict, loose string, err err
 	if err != nil {
 		return "", "", err
 	}
-	strict = string(b)
+	strict = digest(b)
 	if _, ok := key["tool_calls"]; !ok {
 		return strict, strict, nil
 	}
 	key["tool_calls"] = normalizeToolCalls(calls, true)
 	b, err = json.Marshal(key)
-	return strict, string(b), err
+	return strict, digest(b), err
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 func decodeAny(raw json.RawMessage) (any, error) {
 	if len(raw) == 0 {
 		return nil, nil
+	}
+	if raw[0] == '"' { // most content: a string needs no number handling, nor the decoder's buffer (a copy of raw)
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

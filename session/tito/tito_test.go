@@ -203,3 +203,51 @@ func TestFamilyTokensMustExist(t *testing.T) {
 		t.Error("unknown family accepted")
 	}
 }
+
+// TestMaxTokensBoundsPrepare: a trajectory's MaxTokens bounds the first
+// prompt and every later one (stored ids and increment together); a
+// prompt over it is ErrTooLong (an ErrInvalid, 400) naming the limit, and
+// a prompt at it passes.
+func TestMaxTokensBoundsPrepare(t *testing.T) {
+	c := glmCodec(t)
+	kw, _ := c.MergeKwargs(nil)
+	u := msg(t, `{"role":"user","content":"ls"}`)
+	first := len(ids(t, c, "<|user|>ls<|assistant|>"))
+	tr := Trajectory{MaxTokens: first - 1}
+	if _, err := tr.Prepare(c, []Message{u}, nil, kw, Strict); !errors.Is(err, ErrTooLong) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("first prompt over the limit: %v", err)
+	}
+	tr.MaxTokens = first + 3
+	prompt, err := tr.Prepare(c, []Message{u}, nil, kw, Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asst := msg(t, `{"role":"assistant","content":"x"}`)
+	if err := tr.Commit([]Message{u}, asst, Record{PromptIDs: prompt, OutputIDs: ids(t, c, "x<|observation|>")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	req := []Message{u, asst, msg(t, `{"role":"tool","content":"a.txt b.txt"}`)}
+	if _, err := tr.Prepare(c, req, nil, kw, Strict); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("second prompt over the limit: %v", err)
+	}
+	want := ids(t, c, "<|user|>ls<|assistant|>x<|observation|>a.txt b.txt<|assistant|>")
+	tr.MaxTokens = len(want)
+	if got, err := tr.Prepare(c, req, nil, kw, Strict); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("a prompt at the limit: %v %v", got, err)
+	}
+}
+
+// TestContentMustBeStringNullOrParts: an object, a number or a boolean as
+// content is refused as invalid (on 5553f78 it reached the template).
+func TestContentMustBeStringNullOrParts(t *testing.T) {
+	for _, content := range []string{`{"text":"hi"}`, `{}`, `42`, `true`} {
+		if _, err := ParseMessage(json.RawMessage(`{"role":"user","content":` + content + `}`)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("content %s: %v", content, err)
+		}
+	}
+	for _, content := range []string{`"hi"`, `null`, `[{"type":"text","text":"hi"}]`} {
+		if _, err := ParseMessage(json.RawMessage(`{"role":"user","content":` + content + `}`)); err != nil {
+			t.Errorf("content %s: %v", content, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tito
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/berth-sh/berth/chattemplate/jinja"
@@ -48,6 +49,10 @@ type Record struct {
 // Trajectory is one session's linear history. It is not safe for
 // concurrent use.
 type Trajectory struct {
+	// MaxTokens, when above 0, bounds the prompts Prepare returns: past
+	// it Prepare stops tokenizing and refuses (ErrTooLong).
+	MaxTokens int
+
 	messages    []Message
 	checkpoints [][]int // the accumulated ids after each generated turn
 	ends        []int   // message count at each checkpoint
@@ -115,7 +120,7 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 		return nil, err
 	}
 	if len(t.Tokens()) == 0 {
-		return c.RenderIDs(req, tools, true, kw)
+		return t.bounded(c.renderIDs(req, tools, true, kw, t.MaxTokens))
 	}
 	if len(req) < len(t.messages) {
 		return nil, invalidf("the request has %d messages, fewer than the %d stored", len(req), len(t.messages))
@@ -137,11 +142,31 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 			return nil, invalidf("appended message %d has role %q; allowed: tool, user, system, assistant", len(t.messages)+j, a.Role)
 		}
 	}
-	inc, err := c.Increment(t.messages[len(t.messages)-1], appended, tools, kw)
-	if err != nil {
-		return nil, err
+	limit := 0
+	if t.MaxTokens > 0 {
+		// Join may drop the last stored id; a longer join is refused below.
+		if limit = t.MaxTokens - len(t.Tokens()) + 1; limit <= 0 {
+			return t.bounded(nil, ErrTooLong)
+		}
 	}
-	return c.Join(t.Tokens(), inc), nil
+	inc, err := c.Increment(t.messages[len(t.messages)-1], appended, tools, kw, limit)
+	if err != nil {
+		return t.bounded(nil, err)
+	}
+	return t.bounded(c.Join(t.Tokens(), inc), nil)
+}
+
+// bounded refuses a prompt over MaxTokens, saying what the limit is.
+func (t *Trajectory) bounded(prompt []int, err error) ([]int, error) {
+	switch {
+	case errors.Is(err, ErrTooLong):
+		return nil, fmt.Errorf("%w: the prompt has more than %d, the session's limit", ErrTooLong, t.MaxTokens)
+	case err != nil:
+		return nil, err
+	case t.MaxTokens > 0 && len(prompt) > t.MaxTokens:
+		return nil, fmt.Errorf("%w: the prompt has %d, more than the session's limit %d", ErrTooLong, len(prompt), t.MaxTokens)
+	}
+	return prompt, nil
 }
 
 // rollback detects a request that diverges inside the stored history and
