@@ -59,8 +59,10 @@
 // against the pids limit (about 30): it starts them before it serves, so
 // that commands holding every other pid leave it able to answer (see
 // agentinit's threads.go). StorageMB is a disk of that size
-// (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer
-// lives on an ext4 file system in a sparse file of its own directory,
+// (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer,
+// and the /etc files berth writes for it (hosts, hostname, resolv.conf:
+// writable bind mounts, as in Docker), live on an ext4 file system in a
+// sparse file of its own directory,
 // loop-mounted nosuid and nodev, so a write past it gets ENOSPC and the
 // host's disk holds at most StorageMB for it (plus its small files). It
 // needs loop devices and mkfs.ext4 (e2fsprogs), refused as NotSupported

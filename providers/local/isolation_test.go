@@ -85,6 +85,8 @@ func TestAttacksPooled(t *testing.T) {
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 		{"HostSideSetID", TestAttackHostSideSetID},
 		{"FillDisk", TestAttackFillDisk},
+		{"FillDiskThroughEtc", TestAttackFillDiskThroughEtc},
+		{"EtcEditable", TestEtcEditable},
 		{"ForwardReachesOnlyItsAddress", TestAttackForwardReachesOnlyItsAddress},
 		{"EndpointOtherSandbox", TestAttackEndpointOtherSandbox},
 		{"EndpointListensOnLoopbackOnly", TestEndpointListensOnLoopbackOnly},
