@@ -142,7 +142,9 @@
 // runsc) sandboxes run under gVisor: their system calls go to a kernel in
 // user space, so a bug in the host's kernel is no way out. runsc passes no
 // fds into a container, so the agent gets a directory of the sandbox's own
-// (<sandbox>/run, mounted at /.berth/run): its Config is written there
+// (<sandbox>/run, a 256 KiB tmpfs on the host so that what a sandbox
+// process writes there is bounded, mounted at /.berth/run): its Config is
+// written there
 // (root's alone; the agent removes it before anything else runs) and its
 // socket is made there (runsc --host-uds=create). A process of the sandbox
 // can reach that socket, but every call needs the sandbox's token, the
