@@ -81,6 +81,7 @@ func TestAttacksPooled(t *testing.T) {
 		{"SignalInit", TestAttackSignalInit},
 		{"PID1", TestAttackPID1},
 		{"SocketFamilies", TestAttackSocketFamilies},
+		{"NewSyscalls", TestAttackNewSyscalls},
 		{"InitEnv", TestAttackInitEnv},
 		{"BuildSwapsNames", TestAttackBuildSwapsNames},
 		{"HostSideSetID", TestAttackHostSideSetID},
