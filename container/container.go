@@ -138,7 +138,9 @@ func (ct *Container) rw(name string) string {
 	return ct.path(name)
 }
 
-func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
+// makeRoot makes what the runtime is given: the disk of a disk limit, the
+// directories, the overlay and the /etc files.
+func (ct *Container) makeRoot(ctx context.Context, c *Config) error {
 	if c.DiskBytes > 0 {
 		ct.disk = true
 		if err := makeDisk(ctx, ct.path(diskImage), ct.path(diskDir), c.DiskBytes); err != nil {
@@ -161,7 +163,11 @@ func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSecco
 	if err := mountOverlay(c.LowerDirs, ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir)); err != nil {
 		return err
 	}
-	if err := writeEtc(ct.rw(etcDir), c); err != nil {
+	return writeEtc(ct.rw(etcDir), c)
+}
+
+func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
+	if err := ct.makeRoot(ctx, c); err != nil {
 		return err
 	}
 	cgroupsPath := path.Join(ct.rt.cgroupParent(), c.ID)
