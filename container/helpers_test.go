@@ -175,7 +175,9 @@ func testRuntime(t testing.TB) Runtime {
 }
 
 // removeCgroupParent removes the test's (empty) cgroup parent from every
-// hierarchy it was made in.
+// hierarchy it was made in: under this process's own cgroups, where runc
+// puts a relative cgroupsPath, and at each hierarchy's root, where crun
+// puts it.
 func removeCgroupParent(parent string) {
 	own, err := cgroupPaths(os.Getpid(), "")
 	if err != nil {
@@ -183,6 +185,10 @@ func removeCgroupParent(parent string) {
 	}
 	for _, p := range own {
 		os.Remove(filepath.Join(p, parent))
+	}
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	for _, p := range append(roots, "/sys/fs/cgroup/"+parent) {
+		os.Remove(p)
 	}
 }
 
