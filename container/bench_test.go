@@ -3,7 +3,6 @@ package container
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,20 +27,10 @@ func reportP50(b *testing.B, d []time.Duration) {
 func benchRuntimes(b *testing.B) map[string]Runtime {
 	out := map[string]Runtime{}
 	for _, bin := range []string{"runc", "crun"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			continue
-		}
-		r := testRuntime(b)
-		r.Binary = bin
-		// crun 1.8 refuses cgroup v1 hosts whose cgroup2 mount has a
-		// controller (hybrid mode); say so rather than fail.
-		probe, err := r.Create(context.Background(), testConfig(b))
+		r, err := workingRuntime(b, bin)
 		if err != nil {
-			b.Logf("%s does not work here: %v", bin, err)
+			b.Log(err)
 			continue
-		}
-		if err := probe.Delete(context.Background()); err != nil {
-			b.Fatal(err)
 		}
 		out[bin] = r
 		r.Seccomp = SeccompDocker

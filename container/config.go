@@ -54,10 +54,11 @@ type Config struct {
 	// Network is NetworkNone (the zero value) or NetworkPublic.
 	Network Network
 	// DiskBytes, when not zero, bounds what the container can write: the
-	// overlay's upper and work directories (SwitchRoot's too) live on an
-	// ext4 file system of that size in a sparse file in Dir, mounted
-	// through a loop device, and a write past it fails with ENOSPC. At
-	// least MinDiskBytes. Zero: they live on Dir's file system.
+	// overlay's upper and work directories (SwitchRoot's too) and the
+	// /etc files mounted over the image's live on an ext4 file system of
+	// that size in a sparse file in Dir, mounted through a loop device,
+	// and a write past it fails with ENOSPC. At least MinDiskBytes. Zero:
+	// they live on Dir's file system.
 	DiskBytes int64
 	// Blank says that LowerDirs is a blank root (MakeBlankRoot) and that
 	// SwitchRoot will give the container its image: Create makes the

@@ -128,8 +128,9 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 
 func (ct *Container) path(name string) string { return filepath.Join(ct.dir, name) }
 
-// rw is the path of an overlay's upper or work directory: on the
-// container's disk when it has one.
+// rw is the path of something the container writes (an overlay's upper
+// or work directory, the /etc files): on the container's disk when it has
+// one.
 func (ct *Container) rw(name string) string {
 	if ct.disk {
 		return filepath.Join(ct.dir, diskDir, name)
@@ -137,14 +138,19 @@ func (ct *Container) rw(name string) string {
 	return ct.path(name)
 }
 
-func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
+// makeRoot makes what the runtime is given: the disk of a disk limit, the
+// directories, the overlay and the /etc files.
+func (ct *Container) makeRoot(ctx context.Context, c *Config) error {
 	if c.DiskBytes > 0 {
 		ct.disk = true
 		if err := makeDisk(ctx, ct.path(diskImage), ct.path(diskDir), c.DiskBytes); err != nil {
 			return err
 		}
 	}
-	dirs := []string{ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir), ct.path(bundleDir), ct.path(etcDir)}
+	// The /etc files are writable bind mounts (tasks edit /etc/hosts):
+	// on the disk, when there is one, so that what a sandbox appends to
+	// them counts against its limit like any other write.
+	dirs := []string{ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir), ct.path(bundleDir), ct.rw(etcDir)}
 	if c.Blank {
 		dirs = append(dirs, ct.rw(rootUpperDir), ct.rw(rootWorkDir), ct.path(rootDir))
 		ct.blank = true
@@ -157,12 +163,16 @@ func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSecco
 	if err := mountOverlay(c.LowerDirs, ct.rw(upperDir), ct.rw(workDir), ct.path(rootfsDir)); err != nil {
 		return err
 	}
-	if err := writeEtc(ct.path(etcDir), c); err != nil {
+	return writeEtc(ct.rw(etcDir), c)
+}
+
+func (ct *Container) setup(ctx context.Context, c *Config, sec *specs.LinuxSeccomp, slirpBin string, start bool) error {
+	if err := ct.makeRoot(ctx, c); err != nil {
 		return err
 	}
 	cgroupsPath := path.Join(ct.rt.cgroupParent(), c.ID)
 	ct.cgPath = cgroupsPath
-	spec := buildSpec(c, ct.path(rootfsDir), ct.path(etcDir), cgroupsPath, sec)
+	spec := buildSpec(c, ct.path(rootfsDir), ct.rw(etcDir), cgroupsPath, sec)
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return err

@@ -154,9 +154,9 @@ func trimNL(b []byte) []byte {
 // under both, whose loop device clears itself with the unmount.
 func unmountAll(dir string) error {
 	return errors.Join(
-		unmount(filepath.Join(dir, rootDir)),
-		unmount(filepath.Join(dir, rootfsDir)),
-		unmount(filepath.Join(dir, diskDir)),
+		Unmount(filepath.Join(dir, rootDir)),
+		Unmount(filepath.Join(dir, rootfsDir)),
+		Unmount(filepath.Join(dir, diskDir)),
 	)
 }
 

@@ -81,6 +81,69 @@ func TestDiskLimit(t *testing.T) {
 	assertNoLoop(t, c.Dir)
 }
 
+// The /etc files berth writes (writable bind mounts, as Docker's) live on
+// the container's disk: appending to them past the limit gets ENOSPC, under
+// every runtime, cold and after SwitchRoot. On 5553f78 they were files in
+// Config.Dir on the host's file system, and each append of 64 MiB below
+// succeeded under a 32 MiB limit.
+func TestDiskLimitEtc(t *testing.T) {
+	needDiskTools(t)
+	t.Run("cold", func(t *testing.T) { eachRuntime(t, []string{"runc", "crun", "runsc"}, etcOnDiskCold) })
+	t.Run("switched", func(t *testing.T) { eachRuntime(t, []string{"runc", "crun"}, etcOnDiskSwitched) })
+}
+
+func etcOnDiskCold(t *testing.T, r Runtime) {
+	c := testConfig(t)
+	c.DiskBytes = testDisk
+	ct := create(t, r, c)
+	for _, f := range etcFiles {
+		out, code := execIn(t, r, ct, "sh", "-c", "dd if=/dev/zero bs=1M count=64 2>&1 >> /etc/"+f)
+		if code == 0 || !strings.Contains(out, "No space left on device") {
+			t.Errorf("64 MiB appended to /etc/%s under a 32 MiB limit: exit %d %q", f, code, out)
+		}
+	}
+	assertEtcOnDisk(t, ct)
+	deleteGone(t, r, ct)
+	assertNoLoop(t, c.Dir)
+}
+
+func etcOnDiskSwitched(t *testing.T, r Runtime) {
+	c, sock := blankConfig(t)
+	c.DiskBytes = testDisk
+	ct := create(t, r, c)
+	if err := ct.SwitchRoot([]string{busyboxRootfs(t)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range etcFiles {
+		if got := sh(t, sock, "dd if=/dev/zero bs=1M count=64 2>&1 >> /etc/"+f); !strings.Contains(got, "No space left on device") {
+			t.Errorf("64 MiB appended to /etc/%s under a 32 MiB limit after the switch: %q", f, got)
+		}
+	}
+	assertEtcOnDisk(t, ct)
+	deleteGone(t, r, ct)
+	assertNoLoop(t, c.Dir)
+}
+
+// assertEtcOnDisk checks that the container's /etc files are on its disk
+// and its disk image within the limit.
+func assertEtcOnDisk(t *testing.T, ct *Container) {
+	t.Helper()
+	assertDiskBounded(t, ct)
+	var disk unix.Stat_t
+	if err := unix.Stat(ct.path(diskDir), &disk); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range etcFiles {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(ct.rw(etcDir), f), &st); err != nil || st.Dev != disk.Dev {
+			t.Errorf("/etc/%s is not on the container's disk (%v)", f, err)
+		}
+	}
+	if _, err := os.Lstat(ct.path(etcDir)); !os.IsNotExist(err) {
+		t.Errorf("an etc directory on the host's file system: %v", err)
+	}
+}
+
 // A blank container made with a disk limit gives SwitchRoot's root the
 // disk: the pool's sandboxes pay for the disk at start, not at claim.
 func TestDiskLimitSwitchRoot(t *testing.T) {

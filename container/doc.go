@@ -23,8 +23,9 @@
 //     cgroup namespaces, an explicit cgroupsPath under Runtime.CgroupParent,
 //     cpu/memory/pids limits, Docker's default capability set minus the ones
 //     a sandbox never needs, no_new_privileges, Docker's masked and
-//     read-only paths, a seccomp deny list (Docker's allow list on request,
-//     see Seccomp; SECURITY.md compares the two call by call), no rlimit
+//     read-only paths, a seccomp allow list that refuses what it does not
+//     name, by number (Docker's on request, see Seccomp; SECURITY.md
+//     compares the two call by call), no rlimit
 //     changes, and a minimal /dev (null, zero, full,
 //     random, urandom, tty, pts, shm, mqueue) behind a deny-all device
 //     cgroup;

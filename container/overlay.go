@@ -76,9 +76,9 @@ func mountOverlayFSConfig(lowers []string, upper, work, target string) error {
 	return nil
 }
 
-// unmount detaches whatever is mounted on target; nothing mounted is
-// success, so teardown can run twice.
-func unmount(target string) error {
+// Unmount detaches whatever is mounted on target, stacked mounts
+// included; nothing mounted is success, so teardown can run twice.
+func Unmount(target string) error {
 	for {
 		err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
 		switch {

@@ -96,7 +96,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	ct, err := p.start(ctx, m, run, img, who, lim, poolKey{network, disk}, spec.Env)
 	if err != nil {
 		// start removed the container; the directory is ours alone.
-		os.RemoveAll(dir)
+		removeSandboxDir(dir)
 		return nil, err
 	}
 	h, err := p.handle(m)
@@ -112,7 +112,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		}
 		derr := ct.Delete(context.WithoutCancel(ctx))
 		if derr == nil {
-			os.RemoveAll(dir)
+			derr = removeSandboxDir(dir)
 		}
 		return nil, errors.Join(err, derr)
 	}

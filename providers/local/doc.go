@@ -59,8 +59,10 @@
 // against the pids limit (about 30): it starts them before it serves, so
 // that commands holding every other pid leave it able to answer (see
 // agentinit's threads.go). StorageMB is a disk of that size
-// (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer
-// lives on an ext4 file system in a sparse file of its own directory,
+// (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer,
+// and the /etc files berth writes for it (hosts, hostname, resolv.conf:
+// writable bind mounts, as in Docker), live on an ext4 file system in a
+// sparse file of its own directory,
 // loop-mounted nosuid and nodev, so a write past it gets ENOSPC and the
 // host's disk holds at most StorageMB for it (plus its small files). It
 // needs loop devices and mkfs.ext4 (e2fsprogs), refused as NotSupported
@@ -140,7 +142,9 @@
 // runsc) sandboxes run under gVisor: their system calls go to a kernel in
 // user space, so a bug in the host's kernel is no way out. runsc passes no
 // fds into a container, so the agent gets a directory of the sandbox's own
-// (<sandbox>/run, mounted at /.berth/run): its Config is written there
+// (<sandbox>/run, a 256 KiB tmpfs on the host so that what a sandbox
+// process writes there is bounded, mounted at /.berth/run): its Config is
+// written there
 // (root's alone; the agent removes it before anything else runs) and its
 // socket is made there (runsc --host-uds=create). A process of the sandbox
 // can reach that socket, but every call needs the sandbox's token, the

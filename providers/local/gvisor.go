@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,8 +22,8 @@ import (
 // sandbox's system calls go to a kernel in user space instead of the
 // host's: a kernel bug the seccomp filter lets through is no way out. runsc
 // passes no file descriptors into a container, so the agent gets a host
-// directory of the sandbox's own instead (<sandbox>/run, mounted at
-// agentinit.RunDirPath): the provider writes the Config there (root's
+// directory of the sandbox's own instead (<sandbox>/run, a small tmpfs,
+// mounted at agentinit.RunDirPath): the provider writes the Config there (root's
 // alone, removed by the agent before anything else runs in the sandbox),
 // and the agent listens on a socket there that runsc makes a real host
 // socket (--host-uds=create). What gVisor does not give: network public
@@ -45,12 +46,23 @@ func (p *Provider) socketPath(dir string) string {
 	return filepath.Join(dir, socketFile)
 }
 
+// runDirMount is the run directory's file system: a tmpfs of its own on
+// the host, just big enough for the config (at most 64 KiB) and the
+// socket. It is writable from inside (the agent makes its socket there),
+// and a plain directory would take whatever a sandbox process writes into
+// it on the state directory's file system, past any disk limit
+// (TestAttackFillRunDirGVisor). removeSandboxDir unmounts it.
+const runDirMount = "size=256k,nr_inodes=16,mode=0700"
+
 // startGVisor runs the container with the agent as its init, its config
 // and socket in the run directory.
 func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img image.Image, who identity, lim container.Limits, k poolKey, env map[string]string) (*container.Container, error) {
 	dir := filepath.Join(p.dir(m.ID), runDir)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, runDirMount); err != nil {
+		return nil, fmt.Errorf("mount the agent's run directory: %w", err)
 	}
 	err := agentinit.WriteConfigFile(filepath.Join(dir, agentinit.RunConfig), agentinit.Config{
 		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir, Env: envMap(img.Config.Env, env),
@@ -98,4 +110,14 @@ func (p *Provider) waitSocket(ctx context.Context, socket string) error {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// removeSandboxDir removes the directory of a sandbox whose container is
+// gone: the run directory's tmpfs (runsc) first, or the removal would
+// stop at its mount point.
+func removeSandboxDir(dir string) error {
+	if err := container.Unmount(filepath.Join(dir, runDir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
 }

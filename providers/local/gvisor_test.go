@@ -54,18 +54,7 @@ func runscMissing(t testing.TB) string {
 // ways; and what runsc cannot do
 // (network public, image builds) is refused as NotSupported up front.
 func TestGVisor(t *testing.T) {
-	if why := runscMissing(t); why != "" {
-		t.Skip(why)
-	}
-	o := options()
-	o.Runtime = "runsc"
-	o.Pool = local.Pool{Size: 2} // turned off: runsc has no pool
-	d, err := local.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	p := sandbox.NewProvider("local", d)
+	p := openGVisor(t)
 	sb := create(t, p, sandbox.Spec{Env: map[string]string{"GREETING": "hi"}})
 	if got := sh(t, sb, "echo $GREETING; dmesg 2>/dev/null | head -1"); !strings.HasPrefix(got, "hi\n") || !strings.Contains(got, "gVisor") {
 		t.Errorf("a command under runsc: %q, want the Spec's env and gVisor's kernel log", got)
@@ -89,6 +78,11 @@ func TestGVisor(t *testing.T) {
 	res = attempt(t, disk, "sh", "-c", fmt.Sprintf("dd if=/dev/zero of=/fill bs=1M count=%d", 2*attackDiskMB))
 	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "No space left on device") {
 		t.Errorf("%d MB written under a %d MB limit under runsc: exit %d %s", 2*attackDiskMB, attackDiskMB, res.ExitCode, res.Stderr)
+	}
+	// And through the /etc files (TestAttackFillDiskThroughEtc).
+	res = attempt(t, disk, "sh", "-c", fmt.Sprintf("dd if=/dev/zero bs=1M count=%d 2>&1 >> /etc/hosts", 2*attackDiskMB))
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "No space left on device") {
+		t.Errorf("%d MB appended to /etc/hosts under a %d MB limit under runsc: exit %d %s", 2*attackDiskMB, attackDiskMB, res.ExitCode, res.Stdout)
 	}
 	// Ports both ways: the agent's routes work in gVisor's netstack.
 	sh(t, sb, "mkdir -p /tmp/www && echo served > /tmp/www/index.html && httpd -p 8000 -h /tmp/www")
@@ -116,4 +110,51 @@ func TestGVisor(t *testing.T) {
 	if sandbox.ClassOf(err) != sandbox.NotSupported {
 		t.Errorf("a build under runsc: %v, want NotSupported", err)
 	}
+}
+
+// openGVisor opens a provider running runsc, or skips.
+func openGVisor(t *testing.T) *sandbox.Provider {
+	t.Helper()
+	if why := runscMissing(t); why != "" {
+		t.Skip(why)
+	}
+	o := options()
+	o.Runtime = "runsc"
+	o.Pool = local.Pool{Size: 2} // turned off: runsc has no pool
+	d, err := local.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return sandbox.NewProvider("local", d)
+}
+
+// Under runsc the agent's run directory (its config and socket, mounted
+// at /.berth/run, writable: the agent makes its socket there) is a small
+// tmpfs of its own: a sandbox process filling it gets ENOSPC, and the
+// state directory's disk holds nothing of it.
+//
+// On 5553f78 it was a directory of the state directory's file system: in
+// a sandbox of StorageMB 32, 100 MiB written there landed on the host's
+// disk, past the limit and without bound.
+func TestAttackFillRunDirGVisor(t *testing.T) {
+	p := openGVisor(t)
+	sb := create(t, p, sandbox.Spec{Resources: sandbox.Resources{StorageMB: attackDiskMB}})
+	dir := filepath.Join(stateDir, "sandboxes", sb.ID())
+	before := hostBytes(t, dir)
+	res := attempt(t, sb, "sh", "-c", "dd if=/dev/zero of=/.berth/run/fill bs=1M count=100 2>&1")
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "No space left on device") {
+		t.Errorf("100 MiB written into the agent's run directory: exit %d %s", res.ExitCode, res.Stdout)
+	}
+	if grew := hostBytes(t, dir) - before; grew > 1<<20 {
+		t.Errorf("the sandbox's directory on the host grew by %d KiB", grew>>10)
+	}
+	// The agent still answers, through the socket in the full directory.
+	if got := sh(t, sb, "rm /.berth/run/fill && echo alive"); got != "alive" {
+		t.Errorf("after filling the run directory: %q", got)
+	}
+	if err := p.Delete(testCtx(t), sb.ID()); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeftovers(t, sb.ID())
 }

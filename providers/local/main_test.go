@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,9 @@ func testMain(m *testing.M) int {
 		cgroupParent = "berth-test-" + hex.EncodeToString(b)
 	}
 	code := m.Run()
+	if attacker.path != "" {
+		os.RemoveAll(filepath.Dir(attacker.path))
+	}
 	if stateDir != "" {
 		// Sweep also removes the state dir, unless a mount is left under it.
 		if left := localtest.Sweep(options(), stateDir); len(left) > 0 {

@@ -293,7 +293,7 @@ func (p *Provider) destroy(ctx context.Context, id string, wait bool) error {
 	if err := p.removeContainer(ctx, id); err != nil {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeSandboxDir(dir); err != nil {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	return nil

@@ -25,7 +25,9 @@ var pooledTests sync.Map // *testing.T -> []sandbox.Spec
 
 // poolWarmSpecs are the extra Specs of pooled tests, by name.
 var poolWarmSpecs = map[string][]sandbox.Spec{
-	"FillDisk": {{Image: local.DefaultImage, Resources: sandbox.Resources{StorageMB: attackDiskMB}}},
+	"FillDisk":           {{Image: local.DefaultImage, Resources: sandbox.Resources{StorageMB: attackDiskMB}}},
+	"FillDiskThroughEtc": {{Image: local.DefaultImage, Resources: sandbox.Resources{StorageMB: attackDiskMB}}},
+	"EtcEditable":        {{Image: local.DefaultImage, Resources: sandbox.Resources{StorageMB: attackDiskMB}}},
 }
 
 // openWarmPool opens a provider whose pool has two ready sandboxes per

@@ -1,6 +1,8 @@
 // Command testinit is the init the container tests run as PID 1: the agent
 // serving a tiny handler on the listener inherited as fd 3. The tests build
-// it with CGO_ENABLED=0 so that it runs in a busybox rootfs.
+// it with CGO_ENABLED=0 so that it runs in a busybox rootfs. Run as
+// "testinit syscall NR ARG...", it makes one raw system call instead and
+// prints its outcome (see rawSyscall).
 package main
 
 import (
@@ -10,12 +12,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth/sandboxinit"
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "syscall" {
+		os.Exit(rawSyscall(os.Args[2:]))
+	}
 	ln, err := sandboxinit.ListenerFromFD(3)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,4 +62,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+}
+
+// rawSyscall makes the system call numbered args[0] with up to six integer
+// arguments (Go integer literals, negative ones included; missing ones are
+// 0) and prints "ok" or "errno=N": what a filter or the kernel answered.
+func rawSyscall(args []string) int {
+	var v [7]uintptr
+	if len(args) > len(v) {
+		fmt.Fprintln(os.Stderr, "at most six arguments")
+		return 2
+	}
+	for i, a := range args {
+		n, err := strconv.ParseInt(a, 0, 64)
+		if err != nil {
+			u, uerr := strconv.ParseUint(a, 0, 64)
+			if uerr != nil {
+				fmt.Fprintln(os.Stderr, "bad argument", a)
+				return 2
+			}
+			n = int64(u)
+		}
+		v[i] = uintptr(n)
+	}
+	_, _, errno := syscall.Syscall6(v[0], v[1], v[2], v[3], v[4], v[5], v[6])
+	if errno != 0 {
+		fmt.Printf("errno=%d\n", int(errno))
+	} else {
+		fmt.Println("ok")
+	}
+	return 0
 }

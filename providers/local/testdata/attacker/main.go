@@ -20,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: attacker race|pid1|socket ...")
+		fmt.Fprintln(os.Stderr, "usage: attacker race|pid1|socket|newcalls ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -34,6 +34,8 @@ func main() {
 		for _, a := range os.Args[2:] {
 			socket(atoi(a))
 		}
+	case "newcalls":
+		newCalls()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown verb", os.Args[1])
 		os.Exit(2)
@@ -168,4 +170,40 @@ func socket(family int) {
 		last = err
 	}
 	report("socket "+strconv.Itoa(family), last)
+}
+
+// newCalls makes system calls newer than the libseccomp of many hosts
+// (2.5.4 on Debian 12 knows none of them), so that a filter naming them
+// cannot refuse them. A call reached the kernel unless it failed with
+// ENOSYS or EPERM, what a filter answers: an fd from open_tree_attr (an
+// O_PATH-like handle on /), any other answer from the rest.
+func newCalls() {
+	root := []byte("/\x00")
+	size := uint32(0)
+	cwd := unix.AT_FDCWD
+	for _, c := range []struct {
+		name string
+		nr   uintptr
+		args [6]uintptr
+	}{
+		{"open_tree_attr", unix.SYS_OPEN_TREE_ATTR, [6]uintptr{uintptr(cwd), uintptr(unsafe.Pointer(&root[0])), unix.OPEN_TREE_CLOEXEC}},
+		{"lsm_get_self_attr", unix.SYS_LSM_GET_SELF_ATTR, [6]uintptr{100, 0, uintptr(unsafe.Pointer(&size))}}, // LSM_ATTR_CURRENT
+		{"lsm_set_self_attr", unix.SYS_LSM_SET_SELF_ATTR, [6]uintptr{100, 0, 0}},
+		{"lsm_list_modules", unix.SYS_LSM_LIST_MODULES, [6]uintptr{0, uintptr(unsafe.Pointer(&size))}},
+		{"listns", unix.SYS_LISTNS, [6]uintptr{0, 0, 0}},
+	} {
+		r, _, errno := unix.Syscall6(c.nr, c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5])
+		switch {
+		case errno == 0:
+			if c.nr == unix.SYS_OPEN_TREE_ATTR {
+				unix.Close(int(r))
+			}
+			report(c.name, nil)
+		case errno == unix.ENOSYS || errno == unix.EPERM:
+			report(c.name, errno)
+		default:
+			fmt.Fprintf(os.Stderr, "%s: the kernel answered %v\n", c.name, errno)
+			report(c.name, nil)
+		}
+	}
 }
