@@ -117,8 +117,10 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 		o.fail(b, "provision_failed", "setting up the sandbox's data plane: "+err.Error())
 		return
 	}
+	oo := s.opts.OpenSandbox
 	execd := opensandbox.New(sb, opensandbox.Options{HomeDir: s.opts.HomeDir, MaxUploadBytes: s.opts.MaxUploadBytes,
-		MaxBodyBytes: s.opts.MaxBodyBytes, OnExec: func() { s.m.execs.Inc() }, Logger: s.log})
+		MaxBodyBytes: s.opts.MaxBodyBytes, MaxLogBytes: oo.MaxLogBytesPerCommand, MaxSandboxLogBytes: oo.MaxLogBytesPerSandbox,
+		Budget: o.budget(b.keyID), OnExec: func() { s.m.execs.Inc() }, Logger: s.log})
 	// The record's closer ends execd and forgets the OpenSandbox sandbox,
 	// whichever way the record goes: DELETE, its TTL, the E2B API, Close.
 	rec.close = closers{rec.close, execd, closerFunc(func() error {

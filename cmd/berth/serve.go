@@ -174,6 +174,9 @@ own network (no port: any port), over plain HTTP too. The images of
 	f.StringArrayVar(&osbImages, "opensandbox-image", nil, `image reference prefix an OpenSandbox create may name beyond the templates (repeatable; "*" allows any)`)
 	f.StringVar(&opts.OpenSandbox.EndpointHost, "opensandbox-endpoint-host", "", "host[:port][/prefix] OpenSandbox endpoint answers point clients at (default: the Host the client called)")
 	f.BoolVar(&opts.OpenSandbox.Disabled, "no-opensandbox", false, "do not serve the OpenSandbox API")
+	f.Int64Var(&opts.OpenSandbox.MaxLogBytesPerCommand, "opensandbox-command-log-bytes", 16<<20, "output of one OpenSandbox background command kept for its logs call (its tail)")
+	f.Int64Var(&opts.OpenSandbox.MaxLogBytesPerSandbox, "opensandbox-sandbox-log-bytes", 64<<20, "background command output one OpenSandbox sandbox keeps in all (the least recently written goes first)")
+	f.Int64Var(&opts.OpenSandbox.MaxLogBytesPerKey, "opensandbox-key-log-bytes", 256<<20, "background command output one API key's OpenSandbox sandboxes keep in all")
 	f.BoolVar(&opts.DenyInternet, "deny-internet", false, "create every sandbox without network, whatever clients ask")
 	tb := &opts.TemplateBuilds
 	f.BoolVar(&tb.Disabled, "no-template-builds", false, "do not build E2B templates (Template.build answers 501)")
