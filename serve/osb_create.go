@@ -107,8 +107,11 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 		o.fail(b, "provision_failed", "creating the sandbox: "+err.Error())
 		return
 	}
+	// Its ports are private: the E2B port routes take its traffic token,
+	// its owner's key or its execd token.
 	rec := &record{id: b.id, keyID: b.keyID, token: b.token, image: c.spec.Image, metadata: maps.Clone(b.metadata),
-		internet: c.spec.Network.Mode == sandbox.NetworkPublic, startedAt: b.createdAt, sb: sb, resources: c.spec.Resources}
+		internet: c.spec.Network.Mode == sandbox.NetworkPublic, startedAt: b.createdAt, sb: sb, resources: c.spec.Resources,
+		trafficToken: s.newTrafficToken(b.keyID, b.id), ownerOpensPorts: true}
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
 	}
