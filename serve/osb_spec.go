@@ -32,13 +32,8 @@ type OpenSandboxOptions struct {
 	MaxLogBytesPerCommand, MaxLogBytesPerSandbox, MaxLogBytesPerKey int64
 }
 
+// fill sets the per-key default; execd fills the others (opensandbox.Options).
 func (o *OpenSandboxOptions) fill() {
-	if o.MaxLogBytesPerCommand <= 0 {
-		o.MaxLogBytesPerCommand = 16 << 20
-	}
-	if o.MaxLogBytesPerSandbox <= 0 {
-		o.MaxLogBytesPerSandbox = 64 << 20
-	}
 	if o.MaxLogBytesPerKey <= 0 {
 		o.MaxLogBytesPerKey = 256 << 20
 	}
