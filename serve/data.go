@@ -161,8 +161,9 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rec *record, 
 	rec.ports.ServePort(w, r, n)
 }
 
-// portAuthorized: the traffic token, or for a sandbox its owner's
-// credentials open, the owner's OpenSandbox key or the execd token.
+// portAuthorized: the traffic token opens a private sandbox's ports; where
+// the owner's credentials open them too (ownerOpensPorts), so do the
+// owner's OpenSandbox key and the sandbox's access token.
 func (s *Server) portAuthorized(r *http.Request, rec *record) bool {
 	if constantEq(r.Header.Get(dataplane.TrafficTokenHeader), rec.trafficToken) {
 		return true

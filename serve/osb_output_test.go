@@ -30,6 +30,15 @@ func (e *testEnv) osbExecdOf(key string) osbExecd {
 	return osbExecd{e: e, id: sb.ID, base: base, hdr: hdr, key: key, keyI: e.s.st.get(sb.ID).keyID}
 }
 
+// execd is the server's execd of the sandbox.
+func (x osbExecd) execd() *opensandbox.Execd {
+	x.e.s.osb.mu.Lock()
+	b := x.e.s.osb.byID[x.id]
+	x.e.s.osb.mu.Unlock()
+	_, _, _, _, execd := b.snapshot()
+	return execd
+}
+
 // background starts script as a background command and returns its id.
 func (x osbExecd) background(script string) string {
 	x.e.t.Helper()
@@ -126,8 +135,7 @@ func TestOpenSandboxOutputFloodBounded(t *testing.T) {
 	}
 	budget := e.s.osb.budget(flood[0].keyI)
 	for i, x := range flood {
-		_, _, _, _, execd := e.s.osb.byID[x.id].snapshot()
-		if got := execd.Retained(); got > perSandbox {
+		if got := x.execd().Retained(); got > perSandbox {
 			t.Errorf("sandbox %d keeps %d bytes, over its %d", i, got, perSandbox)
 		}
 	}
@@ -139,8 +147,7 @@ func TestOpenSandboxOutputFloodBounded(t *testing.T) {
 	}
 	// Deleting a sandbox gives its share back to the key.
 	before := budget.Retained()
-	_, _, _, _, execd := e.s.osb.byID[flood[0].id].snapshot()
-	share := execd.Retained()
+	share := flood[0].execd().Retained()
 	if r := e.osbCall("DELETE", "/v1/sandboxes/"+flood[0].id, testKey, nil, nil); r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}

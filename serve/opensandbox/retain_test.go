@@ -2,8 +2,10 @@ package opensandbox
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // read is what a logs answer from cursor carries.
@@ -93,5 +95,31 @@ func TestLogChunksShared(t *testing.T) {
 	l.Write([]byte(strings.Repeat("x", 2000)))
 	if got := string(bytes.Join(data, nil)); got != "abc" {
 		t.Fatalf("a snapshot changed to %q", got)
+	}
+}
+
+// TestLogAnswersBounded: at most maxLogAnswers answers of one budget are
+// written at once; one more waits for a turn (here until its context
+// ends), and gets one when an answer ends.
+func TestLogAnswersBounded(t *testing.T) {
+	b := NewLogBudget(0)
+	var releases []func()
+	for range maxLogAnswers {
+		release, err := b.answer(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.answer(ctx); err == nil {
+		t.Fatalf("answer %d got a turn", maxLogAnswers+1)
+	}
+	releases[0]()
+	if release, err := b.answer(t.Context()); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	} else {
+		release()
 	}
 }
