@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/serve/dataplane"
+	"github.com/berth-sh/berth/serve/opensandbox"
 )
 
 // Headers SDKs >= 2.7 send on data-plane calls.
@@ -134,27 +134,46 @@ func (s *Server) dataAuthorized(r *http.Request, rec *record, token string) bool
 // E2B's access rule for them: open to anyone who names the sandbox,
 // unless it was created with network.allowPublicTraffic false, when the
 // call needs the sandbox's traffic access token (403 without it, in the
-// shape of E2B's edge).
+// shape of E2B's edge). An OpenSandbox sandbox's ports are always private
+// and also take its owner's key or its execd token, the credentials its
+// clients hold. No credential of berth's reaches the sandbox.
 func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rec *record, port string) {
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
 		envd.WriteHTTPError(w, http.StatusBadRequest, "port %q is not a number in 1-65535", port)
 		return
 	}
-	if rec.trafficToken != "" {
-		got := r.Header.Get(dataplane.TrafficTokenHeader)
-		if subtle.ConstantTimeCompare([]byte(got), []byte(rec.trafficToken)) != 1 {
-			s.m.authFails.WithLabelValues("port").Inc()
-			why := "is missing"
-			if got != "" {
-				why = "is invalid"
-			}
-			writeJSON(w, http.StatusForbidden, map[string]any{
-				"sandboxId": rec.id, "code": http.StatusForbidden,
-				"message": fmt.Sprintf("Sandbox is secured with traffic access token. Token header '%s' %s", strings.ToLower(dataplane.TrafficTokenHeader), why),
-			})
-			return
+	if rec.trafficToken != "" && !s.portAuthorized(r, rec) {
+		s.m.authFails.WithLabelValues("port").Inc()
+		why := "is missing"
+		if r.Header.Get(dataplane.TrafficTokenHeader) != "" {
+			why = "is invalid"
 		}
+		msg := fmt.Sprintf("Sandbox is secured with traffic access token. Token header '%s' %s", strings.ToLower(dataplane.TrafficTokenHeader), why)
+		if rec.ownerOpensPorts {
+			msg += fmt.Sprintf(" (or send the owner's %s, or the sandbox's %s)", opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader)
+		}
+		writeJSON(w, http.StatusForbidden, map[string]any{"sandboxId": rec.id, "code": http.StatusForbidden, "message": msg})
+		return
 	}
+	r.Header.Del(opensandbox.APIKeyHeader)
+	r.Header.Del(opensandbox.AccessTokenHeader)
 	rec.ports.ServePort(w, r, n)
+}
+
+// portAuthorized: the traffic token opens a private sandbox's ports; where
+// the owner's credentials open them too (ownerOpensPorts), so do the
+// owner's OpenSandbox key and the sandbox's access token.
+func (s *Server) portAuthorized(r *http.Request, rec *record) bool {
+	if constantEq(r.Header.Get(dataplane.TrafficTokenHeader), rec.trafficToken) {
+		return true
+	}
+	if !rec.ownerOpensPorts {
+		return false
+	}
+	if tok := r.Header.Get(opensandbox.AccessTokenHeader); tok != "" && rec.tokenOK(tok) {
+		return true
+	}
+	keyID, ok := s.opts.Keys.Check(r.Header.Get(opensandbox.APIKeyHeader))
+	return ok && keyID == rec.keyID
 }

@@ -30,7 +30,11 @@
 // authenticates by OPEN-SANDBOX-API-KEY; the proxy path by the sandbox's
 // execd token (X-EXECD-ACCESS-TOKEN, handed out by the endpoint lookup) or
 // the owning key. Creates answer 202 at once when the provider is slow
-// (Pending, then Running or Failed), as upstream's do.
+// (Pending, then Running or Failed), as upstream's do. An OpenSandbox
+// sandbox's own ports, through the E2B port routes, are private: they take
+// its traffic token, its execd token or its owner's key. Its background
+// commands' output is kept in memory under bounds per command, per
+// sandbox and per key (OpenSandboxOptions).
 //
 // The control plane also builds E2B templates (template_*.go), as the
 // SDKs' Template.build calls it: POST /v3/templates, the file-upload check
@@ -41,7 +45,9 @@
 // imagebuild); a provider that cannot build answers 501. Templates belong
 // to the key that named them first, are cached by alias and by content
 // per key (a repeat starts nothing), take turns per alias, and are bounded
-// in upload size, files, steps, log size, build time and builds per key.
+// in upload size, files, steps, log size, build time and builds per key;
+// an upload must keep up a minimum rate, and a key sends only a few at
+// once.
 // A create then names the template by alias, alias:tag or ID; its start
 // command runs in each sandbox, which create answers once the ready
 // command succeeds.

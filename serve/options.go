@@ -152,6 +152,7 @@ func (o *Options) fill() error {
 	if o.HomeDir == "" {
 		o.HomeDir = "/root"
 	}
+	o.OpenSandbox.fill()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

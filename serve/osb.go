@@ -42,12 +42,13 @@ type osbServer struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex
-	byID map[string]*osbSandbox
+	mu      sync.Mutex
+	byID    map[string]*osbSandbox
+	budgets map[string]*opensandbox.LogBudget // by key: the output its sandboxes' execds keep
 }
 
 func newOSB(s *Server) *osbServer {
-	o := &osbServer{s: s, readyWait: osbReadyWait, byID: map[string]*osbSandbox{}}
+	o := &osbServer{s: s, readyWait: osbReadyWait, byID: map[string]*osbSandbox{}, budgets: map[string]*opensandbox.LogBudget{}}
 	o.life, o.stop = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sandboxes", o.keyed(o.create))
@@ -92,6 +93,19 @@ func (o *osbServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { o.h.Serv
 func (o *osbServer) close() {
 	o.stop()
 	o.wg.Wait()
+}
+
+// budget is the key's bound on kept command output, shared by its
+// sandboxes; one per key of the key file, kept for the server's life.
+func (o *osbServer) budget(keyID string) *opensandbox.LogBudget {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b := o.budgets[keyID]
+	if b == nil {
+		b = opensandbox.NewLogBudget(o.s.opts.OpenSandbox.MaxLogBytesPerKey)
+		o.budgets[keyID] = b
+	}
+	return b
 }
 
 // keyID checks OPEN-SANDBOX-API-KEY; on failure it has answered 401.

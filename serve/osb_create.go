@@ -107,8 +107,11 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 		o.fail(b, "provision_failed", "creating the sandbox: "+err.Error())
 		return
 	}
+	// Its ports are private: the E2B port routes take its traffic token,
+	// its owner's key or its execd token.
 	rec := &record{id: b.id, keyID: b.keyID, token: b.token, image: c.spec.Image, metadata: maps.Clone(b.metadata),
-		internet: c.spec.Network.Mode == sandbox.NetworkPublic, startedAt: b.createdAt, sb: sb, resources: c.spec.Resources}
+		internet: c.spec.Network.Mode == sandbox.NetworkPublic, startedAt: b.createdAt, sb: sb, resources: c.spec.Resources,
+		trafficToken: s.newTrafficToken(b.keyID, b.id), ownerOpensPorts: true}
 	if rec.metadata == nil {
 		rec.metadata = map[string]string{}
 	}
@@ -117,8 +120,10 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 		o.fail(b, "provision_failed", "setting up the sandbox's data plane: "+err.Error())
 		return
 	}
+	oo := s.opts.OpenSandbox
 	execd := opensandbox.New(sb, opensandbox.Options{HomeDir: s.opts.HomeDir, MaxUploadBytes: s.opts.MaxUploadBytes,
-		MaxBodyBytes: s.opts.MaxBodyBytes, OnExec: func() { s.m.execs.Inc() }, Logger: s.log})
+		MaxBodyBytes: s.opts.MaxBodyBytes, MaxLogBytes: oo.MaxLogBytesPerCommand, MaxSandboxLogBytes: oo.MaxLogBytesPerSandbox,
+		Budget: o.budget(b.keyID), OnExec: func() { s.m.execs.Inc() }, Logger: s.log})
 	// The record's closer ends execd and forgets the OpenSandbox sandbox,
 	// whichever way the record goes: DELETE, its TTL, the E2B API, Close.
 	rec.close = closers{rec.close, execd, closerFunc(func() error {

@@ -24,6 +24,19 @@ type OpenSandboxOptions struct {
 	EndpointHost string
 	// Disabled turns the OpenSandbox API off.
 	Disabled bool
+	// MaxLogBytesPerCommand, MaxLogBytesPerSandbox and MaxLogBytesPerKey
+	// bound the background command output kept in memory for execd's
+	// logs call: 16 MiB, 64 MiB and 256 MiB. Past a bound the output
+	// written least recently goes first, and the logs answer says how
+	// much (opensandbox.DroppedHeader).
+	MaxLogBytesPerCommand, MaxLogBytesPerSandbox, MaxLogBytesPerKey int64
+}
+
+// fill sets the per-key default; execd fills the others (opensandbox.Options).
+func (o *OpenSandboxOptions) fill() {
+	if o.MaxLogBytesPerKey <= 0 {
+		o.MaxLogBytesPerKey = 256 << 20
+	}
 }
 
 // keepAlive reports whether argv only keeps a container running (the SDKs'

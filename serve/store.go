@@ -33,6 +33,9 @@ type record struct {
 	// added: the record was added to its store (it then holds no
 	// reservation of its own in a sharedStore).
 	added bool
+	// ownerOpensPorts: the owner's OpenSandbox key and the access token
+	// open the ports too (the OpenSandbox API's sandboxes).
+	ownerOpensPorts bool
 
 	sb    *sandbox.Sandbox
 	plane http.Handler // the envd data plane

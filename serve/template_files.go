@@ -141,21 +141,68 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if size < 0 {
 		size = limit
 	}
-	status, err := s.tpl.store(r.Context(), tm.keyID, hash, size, http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
+	body := &pacedBody{r: http.MaxBytesReader(w, r.Body, limit), rc: http.NewResponseController(w),
+		grace: s.tpl.opts.UploadGrace, rate: s.tpl.opts.MinUploadRate}
+	defer body.done()
+	status, err := s.tpl.store(r.Context(), tm.keyID, hash, size, body)
+	switch {
+	case status == http.StatusTooManyRequests:
+		writeRetry(w, time.Second, "%v", err)
+	case err != nil:
 		writeError(w, status, "%v", err)
-		return
+	default:
+		w.WriteHeader(http.StatusOK)
 	}
-	w.WriteHeader(http.StatusOK)
 }
 
+// pacedBody reads an upload under a minimum average rate: its read
+// deadline is grace after the first read plus the time the bytes read so
+// far take at rate, so a client sending slower than rate runs out of time
+// whatever it sends in between, and one that stops sending does too.
+type pacedBody struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	grace time.Duration
+	rate  int64 // bytes per second
+	start time.Time
+	n     int64
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	if p.start.IsZero() {
+		p.start = time.Now()
+	}
+	allowed := p.grace + time.Duration(p.n/p.rate)*time.Second + time.Duration(p.n%p.rate)*time.Second/time.Duration(p.rate)
+	if err := p.rc.SetReadDeadline(p.start.Add(allowed)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, sandbox.Errorf(sandbox.DeadlineExceeded, "the upload sent %d bytes in %v, slower than this server's minimum of %s/s (after the first %v)",
+			p.n, time.Since(p.start).Round(time.Millisecond), hosttar.FormatBytes(p.rate), p.grace)
+	}
+	return n, err
+}
+
+// done lifts the deadline, for what the connection reads next.
+func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+
 // store keeps body, of at most size bytes, as the key's archive of hash
-// once it passes the checks; the status is that of the error. Uploads in
-// flight count against the key's storage as their size says, so that
-// parallel ones cannot pass it either.
+// once it passes the checks; the status is that of the error. It waits for
+// one of the key's upload turns first. Uploads in flight count against the
+// key's storage as their size says, so that parallel ones cannot pass it
+// either.
 func (t *templates) store(ctx context.Context, keyID, hash string, size int64, body io.Reader) (int, error) {
 	t.mu.Lock()
 	k := t.key(keyID)
+	t.mu.Unlock()
+	release, err := t.uploadTurn(ctx, k)
+	if err != nil {
+		return http.StatusTooManyRequests, err
+	}
+	defer release()
+	t.mu.Lock()
 	if k.stored+k.pending+size > t.opts.MaxStoredBytesPerKey {
 		t.mu.Unlock()
 		return http.StatusInsufficientStorage, sandbox.Errorf(sandbox.ResourceExhausted, "this API key's uploads would pass the %s this server keeps per key", hosttar.FormatBytes(t.opts.MaxStoredBytesPerKey))
@@ -180,6 +227,8 @@ func (t *templates) store(ctx context.Context, keyID, hash string, size int64, b
 	n, err := io.Copy(f, body)
 	var mbe *http.MaxBytesError
 	switch {
+	case sandbox.ClassOf(err) == sandbox.DeadlineExceeded:
+		return http.StatusRequestTimeout, err
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, sandbox.Errorf(sandbox.ResourceExhausted, "the archive is over this server's limit of %s per upload", hosttar.FormatBytes(t.opts.MaxUploadBytes))
 	case err != nil:
@@ -205,6 +254,21 @@ func (t *templates) store(ctx context.Context, keyID, hash string, size int64, b
 	k.uploads[hash] = n
 	k.stored += n
 	return http.StatusOK, nil
+}
+
+// uploadTurn waits up to UploadGrace for one of the key's upload turns;
+// release gives it back.
+func (t *templates) uploadTurn(ctx context.Context, k *keyTemplates) (release func(), err error) {
+	timer := time.NewTimer(t.opts.UploadGrace)
+	defer timer.Stop()
+	select {
+	case k.turns <- struct{}{}:
+		return func() { <-k.turns }, nil
+	case <-timer.C:
+		return nil, sandbox.Errorf(sandbox.ResourceExhausted, "this API key has %d uploads in flight, the most this server receives at once; retry when one has ended", cap(k.turns))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // check unpacks an archive into a scratch directory with the bounds,

@@ -25,6 +25,17 @@ type TemplateBuildOptions struct {
 	// MaxStoredBytesPerKey bounds the archives one API key keeps
 	// uploaded; 2 GiB.
 	MaxStoredBytesPerKey int64
+	// MinUploadRate is the slowest an upload may send, in bytes per
+	// second averaged from its first read, once UploadGrace has passed: a
+	// slower one is cut off and answered 408. 64 KiB/s.
+	MinUploadRate int64
+	// UploadGrace is the time an upload has before MinUploadRate counts,
+	// and the longest an upload waits for its turn; 30 s.
+	UploadGrace time.Duration
+	// MaxUploadsPerKey bounds one key's uploads being received at once
+	// (the SDK sends a template's archives all at once); more wait up to
+	// UploadGrace for a turn, then are answered 429. 4.
+	MaxUploadsPerKey int
 	// MaxSteps bounds the steps of one template; 256.
 	MaxSteps int
 	// MaxLogBytes bounds the log kept of one build; past it lines are
@@ -54,6 +65,7 @@ func (o *TemplateBuildOptions) fill() error {
 	def(&o.MaxUploadBytes, 256<<20)
 	def(&o.MaxUnpackedBytes, 1<<30)
 	def(&o.MaxStoredBytesPerKey, 2<<30)
+	def(&o.MinUploadRate, 64<<10)
 	defInt := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -64,6 +76,10 @@ func (o *TemplateBuildOptions) fill() error {
 	defInt(&o.MaxLogBytes, 1<<20)
 	defInt(&o.MaxConcurrentBuildsPerKey, 2)
 	defInt(&o.MaxTemplatesPerKey, 100)
+	defInt(&o.MaxUploadsPerKey, 4)
+	if o.UploadGrace <= 0 {
+		o.UploadGrace = 30 * time.Second
+	}
 	if o.BuildTimeout <= 0 {
 		o.BuildTimeout = 30 * time.Minute
 	}

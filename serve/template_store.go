@@ -49,6 +49,7 @@ type keyTemplates struct {
 	uploads   map[string]int64 // files hash -> archive bytes
 	stored    int64
 	pending   int64                 // bytes of uploads in flight
+	turns     chan struct{}         // uploads being received
 	built     map[string]builtImage // content digest -> image: the key's cache
 }
 
@@ -191,7 +192,7 @@ func (t *templates) close() {
 func (t *templates) key(keyID string) *keyTemplates {
 	k := t.keys[keyID]
 	if k == nil {
-		k = &keyTemplates{uploads: map[string]int64{}, built: map[string]builtImage{}}
+		k = &keyTemplates{uploads: map[string]int64{}, built: map[string]builtImage{}, turns: make(chan struct{}, t.opts.MaxUploadsPerKey)}
 		t.keys[keyID] = k
 	}
 	return k

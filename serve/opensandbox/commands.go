@@ -16,7 +16,7 @@ type command struct {
 	content    string
 	background bool
 	startedAt  time.Time
-	log        *capBuffer // background only
+	log        *logBuf // background only
 
 	mu         sync.Mutex
 	proc       *sandbox.Process
@@ -81,6 +81,9 @@ func (t *table) add(c *command) error {
 		if i < 0 {
 			return sandbox.Errorf(sandbox.ResourceExhausted, "%d commands are running in this sandbox, the most execd keeps", t.max)
 		}
+		if old := t.byID[t.order[i]]; old.log != nil {
+			old.log.release()
+		}
 		delete(t.byID, t.order[i])
 		t.order = append(t.order[:i], t.order[i+1:]...)
 	}
@@ -102,40 +105,19 @@ func (t *table) oldestFinished() int {
 	return -1
 }
 
+// releaseLogs lets go of every command's output (the Execd closes).
+func (t *table) releaseLogs() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.byID {
+		if c.log != nil {
+			c.log.release()
+		}
+	}
+}
+
 func (t *table) get(id string) *command {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.byID[id]
-}
-
-// capBuffer keeps the first max bytes written to it and counts the rest;
-// both output streams of a background command write to it at once.
-type capBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-func (b *capBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.max - len(b.buf)
-	if room >= len(p) {
-		b.buf = append(b.buf, p...)
-	} else {
-		b.buf = append(b.buf, p[:max(room, 0)]...)
-		b.dropped += int64(len(p) - max(room, 0))
-	}
-	return len(p), nil
-}
-
-// from returns what was kept from byte offset cursor on, the offset to ask
-// from next, and how many bytes past the bound were dropped.
-func (b *capBuffer) from(cursor int64) ([]byte, int64, int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	end := int64(len(b.buf))
-	cursor = min(max(cursor, 0), end)
-	return append([]byte(nil), b.buf[cursor:]...), end, b.dropped
 }

@@ -15,15 +15,18 @@
 //	GET    /command/status/{id}    {id, content, running, exit_code, error, started_at, finished_at}
 //	GET    /command/{id}/logs      a background command's output from ?cursor=
 //	                               (a byte offset); the next cursor in
-//	                               EXECD-COMMANDS-TAIL-CURSOR
+//	                               EXECD-COMMANDS-TAIL-CURSOR, the bytes
+//	                               from the cursor no longer kept in
+//	                               X-Berth-Dropped-Bytes
 //	POST   /files/upload           multipart: a metadata part {path, mode}
 //	                               then a file part, as pairs
 //	GET    /files/download?path=   the file's bytes
 //
 // Events are written as upstream's execd writes them: one JSON object
-// followed by a blank line, flushed at once. Background commands keep their
-// combined output (bounded) for the logs call; foreground commands are
-// killed when their client goes away, as upstream does.
+// followed by a blank line, flushed at once. Background commands keep the
+// tail of their combined output for the logs call, in memory, bounded per
+// command, per sandbox and per LogBudget (retain.go); foreground commands
+// are killed when their client goes away, as upstream does.
 //
 // Egress answers the egress sidecar's GET /policy with the policy the
 // sandbox was created with; changing it is refused.

@@ -27,9 +27,16 @@ type Options struct {
 	MaxUploadBytes int64
 	// MaxBodyBytes bounds a JSON request body; 0 means 1 MiB.
 	MaxBodyBytes int64
-	// MaxLogBytes bounds the output kept of one background command; past
-	// it output is counted and dropped. 0 means 16 MiB.
-	MaxLogBytes int
+	// MaxLogBytes bounds the output kept of one background command: its
+	// tail is kept, the rest counted and dropped. 0 means 16 MiB.
+	MaxLogBytes int64
+	// MaxSandboxLogBytes bounds the output the sandbox's background
+	// commands keep together; past it the least recently written go first
+	// (retain.go). 0 means 64 MiB.
+	MaxSandboxLogBytes int64
+	// Budget, when set, bounds the output kept by every Execd that shares
+	// it (package serve: one per API key); nil bounds only this Execd's.
+	Budget *LogBudget
 	// MaxCommands bounds the commands remembered for status and logs (the
 	// oldest finished are forgotten); 0 means 1024.
 	MaxCommands int
@@ -52,6 +59,12 @@ func (o *Options) fill() {
 	if o.MaxLogBytes <= 0 {
 		o.MaxLogBytes = 16 << 20
 	}
+	if o.MaxSandboxLogBytes <= 0 {
+		o.MaxSandboxLogBytes = 64 << 20
+	}
+	if o.Budget == nil {
+		o.Budget = NewLogBudget(0)
+	}
 	if o.MaxCommands <= 0 {
 		o.MaxCommands = 1024
 	}
@@ -67,6 +80,7 @@ type Execd struct {
 	opts Options
 	mux  *http.ServeMux
 	cmds *table
+	kept logPool // the sandbox's bound on kept output; under opts.Budget.mu
 
 	life context.Context // ends at Close: waiters and streams stop
 	stop context.CancelFunc
@@ -81,7 +95,8 @@ var _ http.Handler = (*Execd)(nil)
 // New returns the execd API of sb; the caller keeps ownership of sb.
 func New(sb *sandbox.Sandbox, opts Options) *Execd {
 	opts.fill()
-	e := &Execd{sb: sb, opts: opts, mux: http.NewServeMux(), cmds: newTable(opts.MaxCommands)}
+	e := &Execd{sb: sb, opts: opts, mux: http.NewServeMux(), cmds: newTable(opts.MaxCommands),
+		kept: logPool{max: opts.MaxSandboxLogBytes}}
 	e.life, e.stop = context.WithCancel(context.Background())
 	e.mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	e.mux.HandleFunc("POST /command", e.run)
@@ -108,18 +123,29 @@ func New(sb *sandbox.Sandbox, opts Options) *Execd {
 func (e *Execd) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.mux.ServeHTTP(w, r) }
 
 // Close ends the streams and waiters of the sandbox's commands (it does not
-// kill them: deleting the sandbox does) and waits for them.
+// kill them: deleting the sandbox does), waits for them, and gives their
+// kept output back to the budget.
 func (e *Execd) Close() error {
 	e.stop()
 	e.wg.Wait()
+	e.cmds.releaseLogs()
 	return nil
 }
+
+// Retained is the number of output bytes the sandbox's commands keep now.
+func (e *Execd) Retained() int64 {
+	e.opts.Budget.mu.Lock()
+	defer e.opts.Budget.mu.Unlock()
+	return e.kept.used
+}
+
+func (e *Execd) newLog() *logBuf { return newLogBuf(e.opts.Budget, &e.kept, e.opts.MaxLogBytes) }
 
 // Start runs argv in the background as a command with an ID (the
 // sandbox's entrypoint), with env added.
 func (e *Execd) Start(argv []string, env map[string]string) (string, error) {
 	c := &command{id: newCommandID(), content: strings.Join(argv, " "), background: true, startedAt: time.Now(),
-		log: &capBuffer{max: e.opts.MaxLogBytes}}
+		log: e.newLog()}
 	if err := e.cmds.add(c); err != nil {
 		return "", err
 	}
@@ -212,7 +238,7 @@ func (e *Execd) run(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &command{id: newCommandID(), content: req.Command, background: req.Background, startedAt: time.Now()}
 	if c.background {
-		c.log = &capBuffer{max: e.opts.MaxLogBytes}
+		c.log = e.newLog()
 	}
 	if err := e.cmds.add(c); err != nil {
 		WriteError(w, http.StatusTooManyRequests, CodeRuntimeError, err.Error())
@@ -340,7 +366,8 @@ func (e *Execd) status(w http.ResponseWriter, _ *http.Request, id string) {
 }
 
 // logs answers a background command's output from byte offset ?cursor=
-// (as upstream's execd counts it, despite its spec's "line").
+// (as upstream's execd counts it, despite its spec's "line"), with how
+// much of it is no longer kept.
 func (e *Execd) logs(w http.ResponseWriter, r *http.Request, id string) {
 	c := e.lookup(w, id)
 	if c == nil {
@@ -359,14 +386,22 @@ func (e *Execd) logs(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		cursor = n
 	}
-	data, next, dropped := c.log.from(cursor)
-	w.Header().Set(TailCursorHeader, strconv.FormatInt(next, 10))
-	if dropped > 0 {
-		w.Header().Set("X-Berth-Dropped-Bytes", strconv.FormatInt(dropped, 10))
+	release, err := e.opts.Budget.answer(r.Context())
+	if err != nil {
+		return // the client left while waiting
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	defer release()
+	data, next, dropped := c.log.from(cursor)
+	h := w.Header()
+	h.Set(TailCursorHeader, strconv.FormatInt(next, 10))
+	h.Set(DroppedHeader, strconv.FormatInt(dropped, 10))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	for _, chunk := range data {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+	}
 }
 
 // interrupt kills a running command (DELETE /command?id=).

@@ -76,24 +76,6 @@ func TestModeOf(t *testing.T) {
 	}
 }
 
-// TestCapBuffer: a background command's kept output is bounded; the rest
-// is counted, and cursors are byte offsets into what was kept.
-func TestCapBuffer(t *testing.T) {
-	b := &capBuffer{max: 10}
-	b.Write([]byte("hello\n"))
-	b.Write([]byte("world\n"))
-	data, next, dropped := b.from(0)
-	if string(data) != "hello\nworl" || next != 10 || dropped != 2 {
-		t.Fatalf("%q %d %d", data, next, dropped)
-	}
-	if data, next, _ := b.from(6); string(data) != "worl" || next != 10 {
-		t.Fatalf("from 6: %q %d", data, next)
-	}
-	if data, _, _ := b.from(99); len(data) != 0 {
-		t.Fatalf("past the end: %q", data)
-	}
-}
-
 // TestTableForgetsOldestFinished: the command table is bounded; a full
 // table of running commands refuses more.
 func TestTableForgetsOldestFinished(t *testing.T) {

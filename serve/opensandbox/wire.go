@@ -21,6 +21,11 @@ const (
 	AccessTokenHeader = "X-EXECD-ACCESS-TOKEN"
 	// TailCursorHeader is the logs call's next cursor.
 	TailCursorHeader = "EXECD-COMMANDS-TAIL-CURSOR"
+	// DroppedHeader is berth's addition to the logs answer: how many bytes
+	// from the cursor asked for are no longer kept (the answer starts
+	// that much later); "0" when none. Upstream's spec has no such field:
+	// its execd keeps all output in a file in the sandbox.
+	DroppedHeader = "X-Berth-Dropped-Bytes"
 )
 
 // Lifecycle states a sandbox reports (status.state).
