@@ -190,3 +190,45 @@ func TestOpenSandboxBoundsAndPaths(t *testing.T) {
 		t.Fatalf("download of a missing file: %d %s", r.status, r.body)
 	}
 }
+
+// TestAttackOpenSandboxImagePrefixBoundary: an --opensandbox-image prefix
+// allows references that continue it at a boundary (a path element, a tag,
+// a digest) and no other registry or repository whose name merely starts
+// with it. On 0bdf642 the prefix was a plain string prefix, and
+// "registry.example.evil.com/app:1" and "registry.exampleevil/app:1" were
+// created (and would have been pulled) under --opensandbox-image
+// registry.example.
+func TestAttackOpenSandboxImagePrefixBoundary(t *testing.T) {
+	p, rec := hostFake(t)
+	e := newEnvOver(t, p, "host", func(o *Options) {
+		o.OpenSandbox.Images = []string{"registry.example", "registry.example/app", "docker.io/library/"}
+	})
+	for _, c := range []struct {
+		uri     string
+		allowed bool
+	}{
+		{"registry.example/app:1", true},
+		{"registry.example/app@sha256:" + strings.Repeat("a", 64), true},
+		{"registry.example:5000/x", true},
+		{"docker.io/library/python:3.12", true},
+		{"registry.example.evil.com/app:1", false},
+		{"registry.exampleevil/app:1", false},
+		{"docker.io/libraryevil/python", false},
+	} {
+		body := map[string]any{"image": map[string]any{"uri": c.uri}, "entrypoint": []string{"tail", "-f", "/dev/null"}, "timeout": 60}
+		r := e.osbCall("POST", "/v1/sandboxes", testKey, body, nil)
+		if c.allowed && r.status != http.StatusAccepted {
+			t.Errorf("%s: %d %s, want 202", c.uri, r.status, r.body)
+		}
+		if !c.allowed && (r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "not served here")) {
+			t.Errorf("%s: %d %s, want 400 not served here", c.uri, r.status, r.body)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, s := range rec.specs {
+		if strings.Contains(s.Image, "evil") {
+			t.Errorf("the provider was asked for %s", s.Image)
+		}
+	}
+}

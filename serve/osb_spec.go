@@ -60,11 +60,29 @@ func (s *Server) osbImage(uri string) (string, *sandbox.PullPolicy, error) {
 		return img, nil, nil
 	}
 	for _, p := range s.opts.OpenSandbox.Images {
-		if p == "*" || strings.HasPrefix(uri, p) {
+		if imagePrefixMatches(p, uri) {
 			return uri, s.opts.clientPull(), nil
 		}
 	}
 	return "", nil, sandbox.Errorf(sandbox.InvalidArgument, "image %q is not served here: name a template (%s) or an image the server allows (berth serve --opensandbox-image PREFIX)", uri, s.opts.templateNames())
+}
+
+// imagePrefixMatches reports whether an --opensandbox-image prefix allows
+// the reference uri. A prefix ends on a boundary of the reference (a
+// registry, a path element, a tag or a digest), so "registry.example"
+// allows "registry.example/app:1" but not "registry.example.evil.com/app"
+// and "docker.io/library/python" allows ":3.12" but not "pythonevil".
+func imagePrefixMatches(prefix, uri string) bool {
+	if prefix == "*" || prefix == uri {
+		return true
+	}
+	if prefix == "" || !strings.HasPrefix(uri, prefix) {
+		return false
+	}
+	if strings.ContainsAny(prefix[len(prefix)-1:], "/:@") {
+		return true
+	}
+	return strings.ContainsAny(uri[len(prefix):len(prefix)+1], "/:@")
 }
 
 // osbNetwork maps an egress policy onto a sandbox network: none given is
