@@ -13,7 +13,8 @@ import (
 	k8sprovider "github.com/berth-sh/berth/providers/k8s"
 	localprovider "github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func entry(t *testing.T, name string) registry.Entry {
@@ -78,7 +79,7 @@ func TestEntriesMatchFacts(t *testing.T) {
 		!slices.ContainsFunc(local.Requires, func(r registry.Requirement) bool { return r.Root }) {
 		t.Errorf("local requires %+v", local.Requires)
 	}
-	if c := local.Capabilities(); c.ResourceMode != types.ResourcesLimits || !c.Supports(types.NetworkNone) || !c.Supports(types.NetworkPublic) {
+	if c := local.Capabilities(); c.ResourceMode != driver.ResourcesLimits || !c.Supports(driver.NetworkNone) || !c.Supports(driver.NetworkPublic) {
 		t.Errorf("local capabilities %+v", c)
 	}
 	if p := entry(t, "e2b").Probe; p == nil || p.URLVar != "E2B_API_URL" || p.Default != "https://api.e2b.app" {
@@ -99,7 +100,7 @@ func TestRegistryNames(t *testing.T) {
 	}
 	_, err := r.Lookup("docker")
 	want := `unknown backend "docker" (registered: daytona, e2b (alias agentenv), k8s (alias kubernetes), local, modal)`
-	if err == nil || err.Error() != want || !errors.Is(err, types.ErrNotFound) {
+	if err == nil || err.Error() != want || !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("unknown backend: %v", err)
 	}
 	// Register fills a registry once; twice is a programming error.
@@ -157,7 +158,7 @@ func TestEntriesClaimOnlyWhatDriversDo(t *testing.T) {
 	}
 	// Open resolves the credential first: without one it fails Unauthenticated.
 	_, err := r.Open(ctx, "e2b", registry.MapEnviron(nil, t.TempDir()), nil)
-	if !errors.Is(err, types.ErrUnauthenticated) {
+	if !errors.Is(err, errdefs.ErrUnauthenticated) {
 		t.Fatalf("Open without a credential: %v", err)
 	}
 }

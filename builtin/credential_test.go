@@ -14,7 +14,8 @@ import (
 	"github.com/berth-sh/berth/internal/testbin"
 	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Secret bytes used by every test here; TestNoSecretInAnyOutput greps
@@ -176,8 +177,8 @@ func TestCredentialRules(t *testing.T) {
 				if err == nil || err.Error() != sub(tt.supplyErr) {
 					t.Fatalf("Supply error\n got %v\nwant %q", err, sub(tt.supplyErr))
 				}
-				if !errors.Is(err, types.ErrUnauthenticated) {
-					t.Errorf("Supply error class %v", types.ClassOf(err))
+				if !errors.Is(err, errdefs.ErrUnauthenticated) {
+					t.Errorf("Supply error class %v", errdefs.ClassOf(err))
 				}
 			} else if err != nil {
 				t.Fatalf("Supply: %v", err)
@@ -200,8 +201,8 @@ func TestCredentialRules(t *testing.T) {
 				if err == nil || err.Error() != sub(tt.resolveErr) {
 					t.Fatalf("Resolve error\n got %v\nwant %q", err, sub(tt.resolveErr))
 				}
-				if !errors.Is(err, types.ErrUnauthenticated) || ok {
-					t.Errorf("Resolve error class %v, available %v", types.ClassOf(err), ok)
+				if !errors.Is(err, errdefs.ErrUnauthenticated) || ok {
+					t.Errorf("Resolve error class %v, available %v", errdefs.ClassOf(err), ok)
 				}
 				return
 			}
@@ -293,7 +294,7 @@ func TestLaunch(t *testing.T) {
 		env := registry.MapEnviron(map[string]string{"E2B_API_KEY": e2bKey, "E2B_API_URL": "https://user:" + e2bKey + "@api.example"}, t.TempDir())
 		_, err := r.Launch("e2b", env, "")
 		printed.add(err)
-		if !errors.Is(err, types.ErrInvalidArgument) || !strings.Contains(err.Error(), "E2B_API_URL") {
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "E2B_API_URL") {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -343,13 +344,13 @@ func TestOpenLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	sb, err := p.Create(t.Context(), types.Spec{Image: "alpine"})
+	sb, err := p.Create(t.Context(), driver.Spec{Image: "alpine"})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	defer sb.Delete(context.WithoutCancel(t.Context()))
 	defer sb.Close()
-	res, err := sb.Run(t.Context(), types.Command{Args: []string{"sh", "-c", "env"}})
+	res, err := sb.Run(t.Context(), driver.Command{Args: []string{"sh", "-c", "env"}})
 	if err != nil {
 		t.Fatal(err)
 	}

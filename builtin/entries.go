@@ -12,8 +12,8 @@ import (
 	modalprovider "github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // The values below are the facts file's table; change them only with it.
@@ -48,7 +48,7 @@ func openLocal(_ context.Context, cfg registry.Config) (driver.Provider, error) 
 	if v := strings.TrimSpace(cfg.Env.Get(registry.PoolSizeVar)); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a number of sandboxes (0 for none)", registry.PoolSizeVar, v)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s=%q: want a number of sandboxes (0 for none)", registry.PoolSizeVar, v)
 		}
 		pool.Size = n
 	}
@@ -135,7 +135,7 @@ func openDaytona(_ context.Context, cfg registry.Config) (driver.Provider, error
 	if q := strings.TrimSpace(cfg.Env.Get("DAYTONA_DISK_QUOTA_GB")); q != "" {
 		n, err := strconv.Atoi(q)
 		if err != nil || n < 0 {
-			return nil, types.Errorf(types.InvalidArgument, "DAYTONA_DISK_QUOTA_GB=%q is not a whole number of GB", q)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "DAYTONA_DISK_QUOTA_GB=%q is not a whole number of GB", q)
 		}
 		quota = n
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // k8s is the Kubernetes entry. Its credential is the kubeconfig as kubectl
@@ -87,35 +87,35 @@ func openK8s(ctx context.Context, cfg registry.Config) (driver.Provider, error) 
 	if v := cfg.Env.Get(k8sprovider.EnvImageMap); v != "" {
 		m, err := k8sprovider.ParseImageMap(v)
 		if err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "%s: %w", k8sprovider.EnvImageMap, err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s: %w", k8sprovider.EnvImageMap, err)
 		}
 		o.ImageMap = m
 	}
 	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvQPS)); v != "" {
 		q, err := strconv.ParseFloat(v, 32)
 		if err != nil || q <= 0 {
-			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive number of requests per second", k8sprovider.EnvQPS, v)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s=%q: want a positive number of requests per second", k8sprovider.EnvQPS, v)
 		}
 		o.QPS = float32(q)
 	}
 	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvBurst)); v != "" {
 		b, err := strconv.Atoi(v)
 		if err != nil || b <= 0 {
-			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive whole number", k8sprovider.EnvBurst, v)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s=%q: want a positive whole number", k8sprovider.EnvBurst, v)
 		}
 		o.Burst = b
 	}
 	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvMaxLife)); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a positive duration such as 24h", k8sprovider.EnvMaxLife, v)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s=%q: want a positive duration such as 24h", k8sprovider.EnvMaxLife, v)
 		}
 		o.MaxLifetime = d
 	}
 	if v := strings.TrimSpace(cfg.Env.Get(k8sprovider.EnvWarmPool)); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 0 {
-			return nil, types.Errorf(types.InvalidArgument, "%s=%q: want a whole number of warm pods, 0 for none", k8sprovider.EnvWarmPool, v)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s=%q: want a whole number of warm pods, 0 for none", k8sprovider.EnvWarmPool, v)
 		}
 		o.WarmPool = int32(n)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Config describes one container. Paths are host paths unless named
@@ -106,91 +106,91 @@ var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // nothing behind.
 func (c *Config) validate() error {
 	if !idPattern().MatchString(c.ID) {
-		return types.Errorf(types.InvalidArgument, "container id %q: want 1-64 of [A-Za-z0-9_.-], not starting with . or -", c.ID)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container id %q: want 1-64 of [A-Za-z0-9_.-], not starting with . or -", c.ID)
 	}
 	if len(c.LowerDirs) == 0 {
-		return types.Errorf(types.InvalidArgument, "container %s: no lower dirs (image layers)", c.ID)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container %s: no lower dirs (image layers)", c.ID)
 	}
 	if err := checkLowers(c.LowerDirs); err != nil {
 		return err
 	}
 	if c.Blank {
 		if len(c.LowerDirs) != 1 {
-			return types.Errorf(types.InvalidArgument, "container %s: a blank container has one lower dir, its blank root", c.ID)
+			return errdefs.Errorf(errdefs.InvalidArgument, "container %s: a blank container has one lower dir, its blank root", c.ID)
 		}
 		if err := checkAbsDir("blank root", c.LowerDirs[0]+SwitchPoint); err != nil {
 			return err
 		}
 	}
 	if !filepath.IsAbs(c.Dir) {
-		return types.Errorf(types.InvalidArgument, "container dir %q is not absolute", c.Dir)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container dir %q is not absolute", c.Dir)
 	}
 	if strings.ContainsAny(c.Dir, ":,") {
-		return types.Errorf(types.InvalidArgument, "container dir %q: ':' and ',' cannot be passed to overlayfs", c.Dir)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container dir %q: ':' and ',' cannot be passed to overlayfs", c.Dir)
 	}
 	if len(c.Init) == 0 || c.Init[0] == "" {
-		return types.Errorf(types.InvalidArgument, "container %s: no init program", c.ID)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container %s: no init program", c.ID)
 	}
 	if c.InitBinary != "" {
 		if !filepath.IsAbs(c.Init[0]) || filepath.Clean(c.Init[0]) == "/" {
-			return types.Errorf(types.InvalidArgument, "init %q: want an absolute path to mount the init binary at", c.Init[0])
+			return errdefs.Errorf(errdefs.InvalidArgument, "init %q: want an absolute path to mount the init binary at", c.Init[0])
 		}
 		fi, err := os.Stat(c.InitBinary)
 		if err != nil {
-			return types.Errorf(types.InvalidArgument, "init binary: %w", err)
+			return errdefs.Errorf(errdefs.InvalidArgument, "init binary: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
-			return types.Errorf(types.InvalidArgument, "init binary %s is not a regular file", c.InitBinary)
+			return errdefs.Errorf(errdefs.InvalidArgument, "init binary %s is not a regular file", c.InitBinary)
 		}
 	}
 	if c.Cwd != "" && !filepath.IsAbs(c.Cwd) {
-		return types.Errorf(types.InvalidArgument, "cwd %q is not absolute", c.Cwd)
+		return errdefs.Errorf(errdefs.InvalidArgument, "cwd %q is not absolute", c.Cwd)
 	}
 	for _, m := range c.Mounts {
 		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) == "/" {
-			return types.Errorf(types.InvalidArgument, "mount target %q: want an absolute path other than /", m.Target)
+			return errdefs.Errorf(errdefs.InvalidArgument, "mount target %q: want an absolute path other than /", m.Target)
 		}
 		if _, err := os.Stat(m.Source); err != nil {
-			return types.Errorf(types.InvalidArgument, "mount source: %w", err)
+			return errdefs.Errorf(errdefs.InvalidArgument, "mount source: %w", err)
 		}
 	}
 	for _, e := range c.Env {
 		if !strings.Contains(e, "=") || strings.HasPrefix(e, "=") {
-			return types.Errorf(types.InvalidArgument, "env entry %q: want KEY=value", e)
+			return errdefs.Errorf(errdefs.InvalidArgument, "env entry %q: want KEY=value", e)
 		}
 	}
 	if len(c.Hostname) > 63 {
-		return types.Errorf(types.InvalidArgument, "hostname %q longer than 63", c.Hostname)
+		return errdefs.Errorf(errdefs.InvalidArgument, "hostname %q longer than 63", c.Hostname)
 	}
 	if c.Network != NetworkNone && c.Network != NetworkPublic {
-		return types.Errorf(types.InvalidArgument, "network %q: want none or public", c.Network)
+		return errdefs.Errorf(errdefs.InvalidArgument, "network %q: want none or public", c.Network)
 	}
 	if c.DiskBytes < 0 || c.DiskBytes > 0 && c.DiskBytes < MinDiskBytes {
-		return types.Errorf(types.InvalidArgument, "disk limit of %d bytes: want 0 (none) or at least %d MiB", c.DiskBytes, MinDiskBytes>>20)
+		return errdefs.Errorf(errdefs.InvalidArgument, "disk limit of %d bytes: want 0 (none) or at least %d MiB", c.DiskBytes, MinDiskBytes>>20)
 	}
 	return c.Limits.validate()
 }
 
 func (l Limits) validate() error {
 	if l.CPUs < 0 || l.MemoryBytes < 0 || l.Pids < 0 {
-		return types.Errorf(types.InvalidArgument, "negative limit in %+v", l)
+		return errdefs.Errorf(errdefs.InvalidArgument, "negative limit in %+v", l)
 	}
 	if n := runtime.NumCPU(); l.CPUs > float64(n) {
-		return types.Errorf(types.InvalidArgument, "%g cpus asked, the host has %d", l.CPUs, n)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%g cpus asked, the host has %d", l.CPUs, n)
 	}
 	if l.CPUs > 0 && l.CPUs*cpuPeriod < 1000 {
-		return types.Errorf(types.InvalidArgument, "%g cpus is below the 0.01 minimum", l.CPUs)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%g cpus is below the 0.01 minimum", l.CPUs)
 	}
 	if l.MemoryBytes > 0 {
 		if l.MemoryBytes < minMemory {
-			return types.Errorf(types.InvalidArgument, "memory %d bytes is below the %d MiB minimum", l.MemoryBytes, minMemory>>20)
+			return errdefs.Errorf(errdefs.InvalidArgument, "memory %d bytes is below the %d MiB minimum", l.MemoryBytes, minMemory>>20)
 		}
 		total, err := memTotal()
 		if err != nil {
 			return err
 		}
 		if l.MemoryBytes > total {
-			return types.Errorf(types.InvalidArgument, "memory %d MiB asked, the host has %d MiB", l.MemoryBytes>>20, total>>20)
+			return errdefs.Errorf(errdefs.InvalidArgument, "memory %d MiB asked, the host has %d MiB", l.MemoryBytes>>20, total>>20)
 		}
 	}
 	return nil
@@ -210,7 +210,7 @@ func checkLowers(dirs []string) error {
 		}
 		// overlayfs separates lower dirs with ':' and options with ','.
 		if strings.ContainsAny(d, ":,") {
-			return types.Errorf(types.InvalidArgument, "lower dir %q: ':' and ',' cannot be passed to overlayfs", d)
+			return errdefs.Errorf(errdefs.InvalidArgument, "lower dir %q: ':' and ',' cannot be passed to overlayfs", d)
 		}
 	}
 	return nil
@@ -218,14 +218,14 @@ func checkLowers(dirs []string) error {
 
 func checkAbsDir(what, p string) error {
 	if !filepath.IsAbs(p) {
-		return types.Errorf(types.InvalidArgument, "%s %q is not absolute", what, p)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s %q is not absolute", what, p)
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return types.Errorf(types.InvalidArgument, "%s: %w", what, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s: %w", what, err)
 	}
 	if !fi.IsDir() {
-		return types.Errorf(types.InvalidArgument, "%s %q is not a directory", what, p)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s %q is not a directory", what, p)
 	}
 	return nil
 }

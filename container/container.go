@@ -16,7 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Names inside Config.Dir.
@@ -105,7 +105,7 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 		}
 	}
 	if r.stateExists(c.ID) {
-		return nil, types.Errorf(types.AlreadyExists, "container %s exists in %s", c.ID, r.root())
+		return nil, errdefs.Errorf(errdefs.AlreadyExists, "container %s exists in %s", c.ID, r.root())
 	}
 	// An exclusive mkdir makes the directory ours: from here on a failure
 	// tears down everything under it, and nothing of another container.
@@ -114,7 +114,7 @@ func (r Runtime) create(ctx context.Context, c Config, start bool) (*Container, 
 	}
 	if err := os.Mkdir(c.Dir, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, types.Errorf(types.AlreadyExists, "container dir %s exists", c.Dir)
+			return nil, errdefs.Errorf(errdefs.AlreadyExists, "container dir %s exists", c.Dir)
 		}
 		return nil, fmt.Errorf("create container dir: %w", err)
 	}
@@ -335,7 +335,7 @@ func (ct *Container) Kill(ctx context.Context, sig unix.Signal) error {
 	deleted := ct.deleted
 	ct.mu.Unlock()
 	if deleted {
-		return types.Errorf(types.NotFound, "container %s: %w", ct.id, errDeleted)
+		return errdefs.Errorf(errdefs.NotFound, "container %s: %w", ct.id, errDeleted)
 	}
 	if ct.proc == nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestDeleteWithCancelledContext(t *testing.T) {
@@ -35,7 +35,7 @@ func TestDeleteTwice(t *testing.T) {
 	if err := ct.Delete(context.Background()); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
-	if err := ct.Kill(context.Background(), unix.SIGTERM); types.ClassOf(err) != types.NotFound {
+	if err := ct.Kill(context.Background(), unix.SIGTERM); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Fatalf("kill after delete: %v, want NotFound", err)
 	}
 	assertGone(t, r, ct)
@@ -100,7 +100,7 @@ func TestLoadRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGone(t, r, ct)
-	if _, err := r.Load(context.Background(), ct.Dir()); types.ClassOf(err) != types.NotFound {
+	if _, err := r.Load(context.Background(), ct.Dir()); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Fatalf("load after delete: %v, want NotFound", err)
 	}
 }

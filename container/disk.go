@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Names inside Config.Dir of a container with a disk limit
@@ -42,7 +42,7 @@ var mkfsBinary = "mkfs.ext4"
 func lookMkfs() (string, error) {
 	p, err := exec.LookPath(mkfsBinary)
 	if err != nil {
-		return "", types.Errorf(types.NotSupported, "a disk limit needs mkfs.ext4 (%w); install it with: apt-get install e2fsprogs", err)
+		return "", errdefs.Errorf(errdefs.NotSupported, "a disk limit needs mkfs.ext4 (%w); install it with: apt-get install e2fsprogs", err)
 	}
 	return p, nil
 }
@@ -55,7 +55,7 @@ func DiskSupported() error {
 		return err
 	}
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		return types.Errorf(types.NotSupported, "a disk limit needs loop devices (%w); load the loop module (modprobe loop) or run where /dev/loop-control exists", err)
+		return errdefs.Errorf(errdefs.NotSupported, "a disk limit needs loop devices (%w); load the loop module (modprobe loop) or run where /dev/loop-control exists", err)
 	}
 	return nil
 }
@@ -100,18 +100,18 @@ func makeDisk(ctx context.Context, img, dir string, size int64) error {
 func attachLoop(f *os.File) (*os.File, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, types.Errorf(types.NotSupported, "a disk limit needs loop devices (%w); load the loop module (modprobe loop) or run where /dev/loop-control exists", err)
+		return nil, errdefs.Errorf(errdefs.NotSupported, "a disk limit needs loop devices (%w); load the loop module (modprobe loop) or run where /dev/loop-control exists", err)
 	}
 	defer ctl.Close()
 	cfg := unix.LoopConfig{Fd: uint32(f.Fd()), Info: unix.LoopInfo64{Flags: unix.LO_FLAGS_AUTOCLEAR}}
 	for try := 0; ; try++ {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
-			return nil, types.Errorf(types.ResourceExhausted, "no free loop device for a disk limit: %w", err)
+			return nil, errdefs.Errorf(errdefs.ResourceExhausted, "no free loop device for a disk limit: %w", err)
 		}
 		dev, err := os.OpenFile("/dev/loop"+strconv.Itoa(n), os.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, types.Errorf(types.NotSupported, "a disk limit needs loop devices: %w", err)
+			return nil, errdefs.Errorf(errdefs.NotSupported, "a disk limit needs loop devices: %w", err)
 		}
 		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
 		if err == nil {

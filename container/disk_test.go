@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 const testDisk = 32 << 20
@@ -207,7 +207,7 @@ func TestDiskLimitRefusals(t *testing.T) {
 	for _, n := range []int64{-1, 1 << 20} {
 		c := testConfig(t)
 		c.DiskBytes = n
-		if _, err := r.Create(t.Context(), c); types.ClassOf(err) != types.InvalidArgument {
+		if _, err := r.Create(t.Context(), c); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("disk limit %d: %v, want InvalidArgument", n, err)
 		}
 		assertNoDir(t, c.Dir)
@@ -216,7 +216,7 @@ func TestDiskLimitRefusals(t *testing.T) {
 	defer func() { mkfsBinary = "mkfs.ext4" }()
 	c := testConfig(t)
 	c.DiskBytes = testDisk
-	if _, err := r.Create(t.Context(), c); types.ClassOf(err) != types.NotSupported || !strings.Contains(err.Error(), "e2fsprogs") {
+	if _, err := r.Create(t.Context(), c); errdefs.ClassOf(err) != errdefs.NotSupported || !strings.Contains(err.Error(), "e2fsprogs") {
 		t.Errorf("no mkfs.ext4: %v, want NotSupported naming e2fsprogs", err)
 	}
 	assertNoDir(t, c.Dir)

@@ -12,7 +12,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The egress filter keeps a public container off the host. slirp4netns
@@ -195,7 +195,7 @@ func installEgress(nsFd int, host []netip.Addr) error {
 // unfiltered.
 func nftError(err error) error {
 	if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EOPNOTSUPP) {
-		return types.Errorf(types.NotSupported, "network public needs nf_tables in the kernel (CONFIG_NF_TABLES, CONFIG_NF_TABLES_INET, CONFIG_NFT_REJECT_INET) to keep the sandbox off the host: %w", err)
+		return errdefs.Errorf(errdefs.NotSupported, "network public needs nf_tables in the kernel (CONFIG_NF_TABLES, CONFIG_NF_TABLES_INET, CONFIG_NFT_REJECT_INET) to keep the sandbox off the host: %w", err)
 	}
 	return fmt.Errorf("egress filter: %w", err)
 }

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // slirpReadyTimeout bounds how long slirp4netns may take to configure the
@@ -25,7 +25,7 @@ func lookSlirp(bin string) (string, error) {
 	}
 	p, err := exec.LookPath(bin)
 	if err != nil {
-		return "", types.Errorf(types.NotSupported, "network public needs slirp4netns (%w); install it with: apt-get install slirp4netns", err)
+		return "", errdefs.Errorf(errdefs.NotSupported, "network public needs slirp4netns (%w); install it with: apt-get install slirp4netns", err)
 	}
 	return p, nil
 }
@@ -87,7 +87,7 @@ func startSlirp(ctx context.Context, bin string, pid int, exitR *os.File, log *o
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
-		err = types.Errorf(types.Unavailable, "slirp4netns not ready after %v", slirpReadyTimeout)
+		err = errdefs.Errorf(errdefs.Unavailable, "slirp4netns not ready after %v", slirpReadyTimeout)
 	}
 	s.stop()
 	return nil, err

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/nettest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestNetworkPublicSlirp(t *testing.T) {
@@ -52,7 +52,7 @@ func TestNetworkPublicWithoutSlirp(t *testing.T) {
 	c := testConfig(t)
 	c.Network = NetworkPublic
 	_, err := r.Create(context.Background(), c)
-	if types.ClassOf(err) != types.NotSupported || !strings.Contains(err.Error(), "apt-get install slirp4netns") {
+	if errdefs.ClassOf(err) != errdefs.NotSupported || !strings.Contains(err.Error(), "apt-get install slirp4netns") {
 		t.Fatalf("err = %v, want NotSupported with an install hint", err)
 	}
 	assertNoDir(t, c.Dir)

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxMountData is the size of the page the kernel copies mount(2) options
@@ -53,7 +53,7 @@ func mountOverlayFSConfig(lowers []string, upper, work, target string) error {
 	// lowerdir+ appends below the layers already given: top first.
 	for i := len(lowers) - 1; i >= 0; i-- {
 		if err := unix.FsconfigSetString(fsfd, "lowerdir+", lowers[i]); err != nil {
-			return types.Errorf(types.NotSupported, "mount overlay of %d layers: option string over %d bytes and lowerdir+ refused (needs Linux 6.8+): %w", len(lowers), maxMountData, err)
+			return errdefs.Errorf(errdefs.NotSupported, "mount overlay of %d layers: option string over %d bytes and lowerdir+ refused (needs Linux 6.8+): %w", len(lowers), maxMountData, err)
 		}
 	}
 	if err := unix.FsconfigSetString(fsfd, "upperdir", upper); err != nil {

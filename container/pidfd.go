@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/reap"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // SetSubreaper makes this process the child subreaper of its descendants
@@ -58,7 +58,7 @@ func openProc(pid int, startTime uint64) (*proc, error) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return nil, types.Errorf(types.NotFound, "process %d: %w", pid, err)
+			return nil, errdefs.Errorf(errdefs.NotFound, "process %d: %w", pid, err)
 		}
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
@@ -67,7 +67,7 @@ func openProc(pid int, startTime uint64) (*proc, error) {
 		st, err := procStartTime(pid)
 		if err != nil || st != startTime {
 			f.Close()
-			return nil, types.Errorf(types.NotFound, "process %d: gone (pid reused)", pid)
+			return nil, errdefs.Errorf(errdefs.NotFound, "process %d: gone (pid reused)", pid)
 		}
 	}
 	p := &proc{pid: pid, f: f, done: make(chan struct{}), status: -1}

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // KillAllButInit ends every process of the container except its init and
@@ -33,7 +33,7 @@ func (ct *Container) KillAllButInit(ctx context.Context) error {
 		return fmt.Errorf("container %s: %w", ct.id, errDeleted)
 	}
 	if isGVisor(ct.bin) {
-		return types.Errorf(types.NotSupported, "container %s: under runsc the container's processes are gVisor's, not the host's", ct.id)
+		return errdefs.Errorf(errdefs.NotSupported, "container %s: under runsc the container's processes are gVisor's, not the host's", ct.id)
 	}
 	if len(ct.procs()) == 0 {
 		return nil // the usual case: the step left nothing running

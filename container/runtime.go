@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Runtime is an OCI runtime binary and where it keeps its state. The zero
@@ -66,7 +66,7 @@ func (r Runtime) binary() (string, error) {
 		if filepath.Base(name) == "runsc" {
 			hint = "see gvisor.dev for gVisor's runsc"
 		}
-		return "", types.Errorf(types.NotSupported, "OCI runtime %q not found (%w); install it with: %s", name, err, hint)
+		return "", errdefs.Errorf(errdefs.NotSupported, "OCI runtime %q not found (%w); install it with: %s", name, err, hint)
 	}
 	return p, nil
 }
@@ -75,7 +75,7 @@ func (r Runtime) binary() (string, error) {
 // cgroups all need it.
 func checkRoot() error {
 	if euid := geteuid(); euid != 0 {
-		return types.Errorf(types.Unauthenticated, "containers need root (euid is %d): run berth as root, e.g. with sudo", euid)
+		return errdefs.Errorf(errdefs.Unauthenticated, "containers need root (euid is %d): run berth as root, e.g. with sudo", euid)
 	}
 	return nil
 }
@@ -109,11 +109,11 @@ func (r Runtime) IsGVisor() bool { return isGVisor(r.Binary) }
 func checkGVisor(c *Config) error {
 	switch {
 	case len(c.ExtraFiles) > 0:
-		return types.Errorf(types.NotSupported, "container %s: runsc cannot pass file descriptors (ExtraFiles); pass a socket directory as a mount", c.ID)
+		return errdefs.Errorf(errdefs.NotSupported, "container %s: runsc cannot pass file descriptors (ExtraFiles); pass a socket directory as a mount", c.ID)
 	case c.Network != NetworkNone:
-		return types.Errorf(types.NotSupported, "container %s: network %q under runsc: only none is supported", c.ID, c.Network)
+		return errdefs.Errorf(errdefs.NotSupported, "container %s: network %q under runsc: only none is supported", c.ID, c.Network)
 	case c.Blank:
-		return types.Errorf(types.NotSupported, "container %s: a blank root (SwitchRoot) under runsc is not supported", c.ID)
+		return errdefs.Errorf(errdefs.NotSupported, "container %s: a blank root (SwitchRoot) under runsc is not supported", c.ID)
 	}
 	return nil
 }

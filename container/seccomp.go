@@ -8,7 +8,7 @@ import (
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Seccomp selects the seccomp filter of every container.
@@ -142,6 +142,6 @@ func (s Seccomp) profile() (*specs.LinuxSeccomp, error) {
 	case SeccompNone:
 		return nil, nil
 	default:
-		return nil, types.Errorf(types.InvalidArgument, "seccomp profile %q: want \"\", docker or none", string(s))
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "seccomp profile %q: want \"\", docker or none", string(s))
 	}
 }

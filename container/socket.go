@@ -5,7 +5,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxSocketPath is the room in sockaddr_un for a path and its NUL.
@@ -20,7 +20,7 @@ const maxSocketPath = 107
 // file is closed; it goes with the directory it is in.
 func ListenUnix(path string) (*os.File, error) {
 	if len(path) > maxSocketPath {
-		return nil, types.Errorf(types.InvalidArgument, "socket path %q is %d bytes, over the %d a unix socket allows", path, len(path), maxSocketPath)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "socket path %q is %d bytes, over the %d a unix socket allows", path, len(path), maxSocketPath)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {

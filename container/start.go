@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Start runs Init in a container made by Prepare (`runtime start`): the
@@ -22,7 +22,7 @@ func (ct *Container) Start(ctx context.Context) error {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.deleted {
-		return types.Errorf(types.NotFound, "container %s: %w", ct.id, errDeleted)
+		return errdefs.Errorf(errdefs.NotFound, "container %s: %w", ct.id, errDeleted)
 	}
 	if err := ct.rt.run(ctx, ct.bin, "start", ct.id); err != nil {
 		return fmt.Errorf("start container %s: %w", ct.id, err)
@@ -41,7 +41,7 @@ func (ct *Container) SetLimits(l Limits) error {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.deleted {
-		return types.Errorf(types.NotFound, "container %s: %w", ct.id, errDeleted)
+		return errdefs.Errorf(errdefs.NotFound, "container %s: %w", ct.id, errDeleted)
 	}
 	var errs []error
 	set := func(file, v string) bool {

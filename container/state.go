@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // state is what Load needs to find and delete a container from another
@@ -44,7 +44,7 @@ func (r Runtime) Load(ctx context.Context, dir string) (*Container, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, types.Errorf(types.NotFound, "no container in %s", dir)
+			return nil, errdefs.Errorf(errdefs.NotFound, "no container in %s", dir)
 		}
 		return nil, fmt.Errorf("load container: %w", err)
 	}
@@ -69,7 +69,7 @@ func (r Runtime) Load(ctx context.Context, dir string) (*Container, error) {
 	switch {
 	case err == nil:
 		ct.proc = p
-	case types.ClassOf(err) == types.NotFound:
+	case errdefs.ClassOf(err) == errdefs.NotFound:
 		// Exited (e.g. the agent reached its deadline): Delete cleans up.
 	default:
 		return nil, err

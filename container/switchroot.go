@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Names inside Config.Dir of a container that SwitchRoot gave a root.
@@ -128,7 +128,7 @@ func MakeBlankRoot(dir string, c *Config) (string, error) {
 // an unknown state: delete it.
 func (ct *Container) SwitchRoot(lowers []string) error {
 	if len(lowers) == 0 {
-		return types.Errorf(types.InvalidArgument, "container %s: no lower dirs (image layers)", ct.id)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container %s: no lower dirs (image layers)", ct.id)
 	}
 	if err := checkLowers(lowers); err != nil {
 		return err
@@ -137,13 +137,13 @@ func (ct *Container) SwitchRoot(lowers []string) error {
 	defer ct.mu.Unlock()
 	switch {
 	case !ct.blank:
-		return types.Errorf(types.InvalidArgument, "container %s was not made blank (Config.Blank)", ct.id)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container %s was not made blank (Config.Blank)", ct.id)
 	case ct.deleted:
-		return types.Errorf(types.NotFound, "container %s: %w", ct.id, errDeleted)
+		return errdefs.Errorf(errdefs.NotFound, "container %s: %w", ct.id, errDeleted)
 	case ct.switched:
-		return types.Errorf(types.InvalidArgument, "container %s already switched its root", ct.id)
+		return errdefs.Errorf(errdefs.InvalidArgument, "container %s already switched its root", ct.id)
 	case ct.proc == nil:
-		return types.Errorf(types.Unavailable, "container %s has no init to switch", ct.id)
+		return errdefs.Errorf(errdefs.Unavailable, "container %s has no init to switch", ct.id)
 	}
 	if err := ct.switchRoot(lowers); err != nil {
 		return fmt.Errorf("switch root of container %s: %w", ct.id, err)
@@ -205,7 +205,7 @@ func (ct *Container) switchRoot(lowers []string) error {
 	// pid was not reused before the opens: the init still running proves
 	// it.
 	if ct.proc.exited() {
-		return types.Errorf(types.Unavailable, "init %d exited", ct.pid)
+		return errdefs.Errorf(errdefs.Unavailable, "init %d exited", ct.pid)
 	}
 	return inMountNS(ns, func() error {
 		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, SwitchPoint, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {

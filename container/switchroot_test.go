@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // blankConfig is agentConfig on a blank root, with a read-only bind mount
@@ -146,12 +146,12 @@ func TestSwitchRootRefusals(t *testing.T) {
 	}
 	// Only a container made blank switches, and only a blank root makes one.
 	plain, _ := agentConfig(t)
-	if err := create(t, r, plain).SwitchRoot([]string{busyboxRootfs(t)}); types.ClassOf(err) != types.InvalidArgument {
+	if err := create(t, r, plain).SwitchRoot([]string{busyboxRootfs(t)}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("switch of a container not made blank: %v", err)
 	}
 	plain, _ = agentConfig(t)
 	plain.Blank = true
-	if _, err := r.Create(context.Background(), plain); types.ClassOf(err) != types.InvalidArgument {
+	if _, err := r.Create(context.Background(), plain); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a blank container on an image: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // run makes a RUN's argv as BuildKit's dispatcher does: the exec form as
@@ -18,7 +18,7 @@ func (d *dispatcher) run(c *instructions.RunCommand, in *Instruction) error {
 	args := c.CmdLine
 	if len(c.Files) > 0 {
 		if len(args) != 1 || !c.PrependShell {
-			return types.Errorf(types.InvalidArgument, "Dockerfile:%d: RUN: a heredoc in the exec form", in.Line)
+			return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: RUN: a heredoc in the exec form", in.Line)
 		}
 		if parser.MustParseHeredoc(args[0]) != nil {
 			f := c.Files[0]
@@ -29,7 +29,7 @@ func (d *dispatcher) run(c *instructions.RunCommand, in *Instruction) error {
 			args = []string{data}
 			if strings.HasPrefix(data, "#!") {
 				if f.Name == "" || strings.Contains(f.Name, "/") || f.Name == "." || f.Name == ".." {
-					return types.Errorf(types.InvalidArgument, "Dockerfile:%d: RUN: heredoc name %q is not a file name", in.Line, f.Name)
+					return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: RUN: heredoc name %q is not a file name", in.Line, f.Name)
 				}
 				in.Heredocs = []Heredoc{{Name: f.Name, Data: data}}
 				args = []string{PipesDir + f.Name}
@@ -47,7 +47,7 @@ func (d *dispatcher) run(c *instructions.RunCommand, in *Instruction) error {
 		args = append(slices.Clone(d.shell), strings.Join(args, " "))
 	}
 	if len(args) == 0 {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: RUN needs a command", in.Line)
+		return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: RUN needs a command", in.Line)
 	}
 	in.Args = args
 	return nil
@@ -59,7 +59,7 @@ func (d *dispatcher) run(c *instructions.RunCommand, in *Instruction) error {
 func copyArgs(sd instructions.SourcesAndDest, chown, chmod string, in *Instruction) error {
 	for _, src := range sd.SourcePaths {
 		if strings.Contains(src, "://") || strings.HasPrefix(src, "git@") {
-			return types.Errorf(types.NotSupported, "Dockerfile:%d: %s of a URL is not supported; only files from the build context", in.Line, in.Cmd)
+			return errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: %s of a URL is not supported; only files from the build context", in.Line, in.Cmd)
 		}
 	}
 	in.Args = append(slices.Clone(sd.SourcePaths), sd.DestPath)
@@ -91,12 +91,12 @@ func takeFlags(n *parser.Node, cmd string) (map[string]string, error) {
 		k, v, hasValue := strings.Cut(strings.TrimPrefix(raw, "--"), "=")
 		switch {
 		case cmd == "COPY" && k == "from":
-			return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: COPY --from (multi-stage) is not supported", n.StartLine)
+			return nil, errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: COPY --from (multi-stage) is not supported", n.StartLine)
 		case !slices.Contains(allowed[cmd], k):
-			return nil, types.Errorf(types.NotSupported, "Dockerfile:%d: %s --%s is not supported", n.StartLine, cmd, k)
+			return nil, errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: %s --%s is not supported", n.StartLine, cmd, k)
 		case cmd == "RUN" && k == "user":
 			if !hasValue || v == "" {
-				return nil, types.Errorf(types.InvalidArgument, "Dockerfile:%d: RUN --user needs a value (--user=NAME)", n.StartLine)
+				return nil, errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: RUN --user needs a value (--user=NAME)", n.StartLine)
 			}
 			fl[k] = v
 			continue

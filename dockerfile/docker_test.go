@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // disagreement is a Dockerfile the hand-written parser of 5553f78 read
@@ -18,7 +18,7 @@ type disagreement struct {
 	old     string
 	want    []string
 	wantErr string
-	class   types.Class
+	class   errdefs.Class
 }
 
 var disagreements = []disagreement{
@@ -36,7 +36,7 @@ var disagreements = []disagreement{
 		want: []string{`2 ARG ["V" "set"]`, `3 ENV ["W" "yes" "X" ""]`}},
 	{name: "${V:?msg} fails the build",
 		src: "FROM a\nENV X=${NOPE:?required}\n", old: `X=`,
-		wantErr: `Dockerfile:2: failed to process "${NOPE:?required}": NOPE: required`, class: types.InvalidArgument},
+		wantErr: `Dockerfile:2: failed to process "${NOPE:?required}": NOPE: required`, class: errdefs.InvalidArgument},
 	{name: "$1 is a positional parameter, unset",
 		src: "FROM a\nENV X=$1\n", old: `X=$1`,
 		want: []string{`2 ENV ["X" ""]`}},
@@ -69,13 +69,13 @@ var disagreements = []disagreement{
 		want: []string{`2 WORKDIR [""]`, `3 USER [""]`}},
 	{name: "a legacy ENV needs a value",
 		src: "FROM a\nENV A\n", old: `A=""`,
-		wantErr: "Dockerfile:2: ENV must have two arguments", class: types.InvalidArgument},
+		wantErr: "Dockerfile:2: ENV must have two arguments", class: errdefs.InvalidArgument},
 	{name: "ignored instructions are still checked",
 		src: "FROM a\nLABEL\n", old: `accepted`,
-		wantErr: "Dockerfile:2: LABEL requires at least one argument", class: types.InvalidArgument},
+		wantErr: "Dockerfile:2: LABEL requires at least one argument", class: errdefs.InvalidArgument},
 	{name: "a line is at most 64 KiB",
 		src: "FROM a\nRUN " + strings.Repeat("x", 1<<16) + "\n", old: `accepted up to 1 MiB`,
-		wantErr: "Dockerfile:2: dockerfile line greater than max allowed size of 65535", class: types.InvalidArgument},
+		wantErr: "Dockerfile:2: dockerfile line greater than max allowed size of 65535", class: errdefs.InvalidArgument},
 }
 
 // TestDockerDisagreements pins, for each way the hand-written parser
@@ -85,7 +85,7 @@ func TestDockerDisagreements(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f, err := ParseWithEnv(strings.NewReader(c.src), c.args, []string{"HOME=/root"})
 			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) || types.ClassOf(err) != c.class {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || errdefs.ClassOf(err) != c.class {
 					t.Fatalf("err %v, want %v containing %q (the old parser: %s)", err, c.class, c.wantErr, c.old)
 				}
 				return

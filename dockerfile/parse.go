@@ -12,7 +12,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Instruction is one parsed, substituted instruction.
@@ -81,7 +81,7 @@ func ParseWithEnv(r io.Reader, buildArgs map[string]string, baseEnv []string) (*
 		return nil, err
 	}
 	if len(data) > maxDockerfile {
-		return nil, types.Errorf(types.InvalidArgument, "Dockerfile is larger than %d bytes", maxDockerfile)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile is larger than %d bytes", maxDockerfile)
 	}
 	res, err := parser.Parse(bytes.NewReader(data))
 	if err != nil {
@@ -97,7 +97,7 @@ func ParseWithEnv(r io.Reader, buildArgs map[string]string, baseEnv []string) (*
 		}
 	}
 	if !d.seenFrom {
-		return nil, types.Errorf(types.InvalidArgument, "Dockerfile has no FROM")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile has no FROM")
 	}
 	return &d.file, nil
 }
@@ -109,15 +109,15 @@ func syntaxErr(err error, data []byte) error {
 	// before.
 	switch msg := err.Error(); {
 	case strings.Contains(msg, "file with no instructions"):
-		return types.Errorf(types.InvalidArgument, "Dockerfile has no FROM")
+		return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile has no FROM")
 	case strings.Contains(msg, "dockerfile line greater than"):
 		for n, l := range bytes.Split(data, []byte("\n")) {
 			if len(l) >= bufio.MaxScanTokenSize {
-				return lineErr(n+1, types.InvalidArgument, err)
+				return lineErr(n+1, errdefs.InvalidArgument, err)
 			}
 		}
 	}
-	return lineErr(errLine(err), types.InvalidArgument, err)
+	return lineErr(errLine(err), errdefs.InvalidArgument, err)
 }
 
 // errLine is the first line BuildKit's error locates, or 0.
@@ -129,11 +129,11 @@ func errLine(err error) int {
 	return 0
 }
 
-func lineErr(line int, c types.Class, err error) error {
+func lineErr(line int, c errdefs.Class, err error) error {
 	if line <= 0 {
-		return types.Errorf(c, "Dockerfile: %v", err)
+		return errdefs.Errorf(c, "Dockerfile: %v", err)
 	}
-	return types.Errorf(c, "Dockerfile:%d: %v", line, err)
+	return errdefs.Errorf(c, "Dockerfile:%d: %v", line, err)
 }
 
 // dispatcher walks the parsed instructions as BuildKit's dispatcher does,
@@ -155,10 +155,10 @@ func (d *dispatcher) node(n *parser.Node) error {
 	line := n.StartLine
 	skip := slices.Contains(ignored, cmd)
 	if !skip && !slices.Contains(supported, cmd) {
-		return types.Errorf(types.NotSupported, "Dockerfile:%d: %s is not supported by this builder (supported: %s)", line, cmd, strings.Join(supported, ", "))
+		return errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: %s is not supported by this builder (supported: %s)", line, cmd, strings.Join(supported, ", "))
 	}
 	if !d.seenFrom && cmd != "FROM" && cmd != "ARG" {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s before FROM", line, cmd)
+		return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: %s before FROM", line, cmd)
 	}
 	in := Instruction{Line: line, Cmd: cmd, Raw: strings.TrimSpace(n.Original)}
 	if !skip {
@@ -169,7 +169,7 @@ func (d *dispatcher) node(n *parser.Node) error {
 	}
 	parsed, err := instructions.ParseInstruction(n)
 	if err != nil {
-		return lineErr(line, types.InvalidArgument, err)
+		return lineErr(line, errdefs.InvalidArgument, err)
 	}
 	if skip {
 		return nil
@@ -178,7 +178,7 @@ func (d *dispatcher) node(n *parser.Node) error {
 		// Docker substitutes in what each command's Expand names; an ARG's
 		// default is substituted as it is declared.
 		if err := d.expand(parsed); err != nil {
-			return lineErr(line, types.InvalidArgument, err)
+			return lineErr(line, errdefs.InvalidArgument, err)
 		}
 	}
 	keep, err := d.dispatch(parsed, &in)
@@ -218,7 +218,7 @@ func (d *dispatcher) dispatch(parsed any, in *Instruction) (keep bool, err error
 	case *instructions.UserCommand:
 		in.Args = []string{c.User}
 	default:
-		return false, types.Errorf(types.NotSupported, "Dockerfile:%d: %s is not supported by this builder", in.Line, in.Cmd)
+		return false, errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: %s is not supported by this builder", in.Line, in.Cmd)
 	}
 	return true, nil
 }
@@ -251,17 +251,17 @@ func (d *dispatcher) expand(parsed any) error {
 // (and the platform's), and the base image's environment from then on.
 func (d *dispatcher) from(c *instructions.Stage, line int) error {
 	if d.seenFrom {
-		return types.Errorf(types.NotSupported, "Dockerfile:%d: multi-stage builds (a second FROM) are not supported", line)
+		return errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: multi-stage builds (a second FROM) are not supported", line)
 	}
 	if c.Name != "" {
-		return types.Errorf(types.NotSupported, "Dockerfile:%d: FROM ... AS (multi-stage) is not supported", line)
+		return errdefs.Errorf(errdefs.NotSupported, "Dockerfile:%d: FROM ... AS (multi-stage) is not supported", line)
 	}
 	res, err := d.lex.ProcessWordWithMatches(c.BaseName, d.global)
 	if err != nil {
-		return lineErr(line, types.InvalidArgument, err)
+		return lineErr(line, errdefs.InvalidArgument, err)
 	}
 	if res.Result == "" {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: FROM needs an image (%s is empty)", line, c.BaseName)
+		return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: FROM needs an image (%s is empty)", line, c.BaseName)
 	}
 	d.file.Base = res.Result
 	d.seenFrom = true

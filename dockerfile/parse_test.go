@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestParseSubset(t *testing.T) {
@@ -65,35 +65,35 @@ CMD ["bash"]
 func TestParseRefusals(t *testing.T) {
 	cases := []struct {
 		src   string
-		class types.Class
+		class errdefs.Class
 		msg   string
 	}{
-		{"FROM a\nRUN true\nVOLUME /data\nFROM b AS x\n", types.NotSupported, "Dockerfile:4: multi-stage"},
-		{"FROM a AS build\n", types.NotSupported, "multi-stage"},
-		{"FROM a\nCOPY --from=build /x /y\n", types.NotSupported, "Dockerfile:2: COPY --from"},
-		{"FROM a\nADD https://example.com/x.tgz /x\n", types.NotSupported, "URL"},
-		{"FROM a\nADD git@github.com:o/r.git /x\n", types.NotSupported, "URL"},
-		{"RUN true\n", types.InvalidArgument, "before FROM"},
-		{"# nothing\n", types.InvalidArgument, "no FROM"},
-		{"FROM a\nRUN --mount=type=cache,target=/x true\n", types.NotSupported, "RUN --mount"},
-		{"FROM a\nFROBNICATE\n", types.NotSupported, "Dockerfile:2: FROBNICATE is not supported"},
-		{"FROM a\nCOPY --user=root x /x\n", types.NotSupported, "COPY --user"},
-		{"FROM a\nRUN --chown=root true\n", types.NotSupported, "RUN --chown"},
-		{"FROM a\nRUN --network=none true\n", types.NotSupported, "Dockerfile:2: RUN --network is not supported"},
-		{"FROM a\nCOPY --parents a/./b /x\n", types.NotSupported, "COPY --parents"},
-		{"FROM a\nADD --checksum=sha256:00 x /x\n", types.NotSupported, "ADD --checksum"},
-		{"FROM a\nRUN --user true\n", types.InvalidArgument, "Dockerfile:2: RUN --user needs a value"},
-		{"FROM a\nLABEL x=1\nSTOPSIGNAL\n", types.InvalidArgument, "Dockerfile:3: STOPSIGNAL requires exactly one argument"},
-		{"FROM a\nRUN <<EOF\ntrue\n", types.InvalidArgument, "Dockerfile:2: unterminated heredoc"},
-		{"FROM a\nENV X=${NOPE:?required}\n", types.InvalidArgument, "Dockerfile:2: failed to process \"${NOPE:?required}\": NOPE: required"},
-		{"FROM a\nSHELL /bin/bash -c\n", types.InvalidArgument, "Dockerfile:2: SHELL requires the arguments to be in JSON form"},
-		{"FROM ${NOPE}\n", types.InvalidArgument, "Dockerfile:1: FROM needs an image"},
-		{"FROM a\nRUN " + strings.Repeat("x", 1<<16) + "\n", types.InvalidArgument, "dockerfile line greater than max allowed size of 65535"},
-		{"FROM a\n" + strings.Repeat("RUN true\n", 1<<17), types.InvalidArgument, "larger than 1048576 bytes"},
+		{"FROM a\nRUN true\nVOLUME /data\nFROM b AS x\n", errdefs.NotSupported, "Dockerfile:4: multi-stage"},
+		{"FROM a AS build\n", errdefs.NotSupported, "multi-stage"},
+		{"FROM a\nCOPY --from=build /x /y\n", errdefs.NotSupported, "Dockerfile:2: COPY --from"},
+		{"FROM a\nADD https://example.com/x.tgz /x\n", errdefs.NotSupported, "URL"},
+		{"FROM a\nADD git@github.com:o/r.git /x\n", errdefs.NotSupported, "URL"},
+		{"RUN true\n", errdefs.InvalidArgument, "before FROM"},
+		{"# nothing\n", errdefs.InvalidArgument, "no FROM"},
+		{"FROM a\nRUN --mount=type=cache,target=/x true\n", errdefs.NotSupported, "RUN --mount"},
+		{"FROM a\nFROBNICATE\n", errdefs.NotSupported, "Dockerfile:2: FROBNICATE is not supported"},
+		{"FROM a\nCOPY --user=root x /x\n", errdefs.NotSupported, "COPY --user"},
+		{"FROM a\nRUN --chown=root true\n", errdefs.NotSupported, "RUN --chown"},
+		{"FROM a\nRUN --network=none true\n", errdefs.NotSupported, "Dockerfile:2: RUN --network is not supported"},
+		{"FROM a\nCOPY --parents a/./b /x\n", errdefs.NotSupported, "COPY --parents"},
+		{"FROM a\nADD --checksum=sha256:00 x /x\n", errdefs.NotSupported, "ADD --checksum"},
+		{"FROM a\nRUN --user true\n", errdefs.InvalidArgument, "Dockerfile:2: RUN --user needs a value"},
+		{"FROM a\nLABEL x=1\nSTOPSIGNAL\n", errdefs.InvalidArgument, "Dockerfile:3: STOPSIGNAL requires exactly one argument"},
+		{"FROM a\nRUN <<EOF\ntrue\n", errdefs.InvalidArgument, "Dockerfile:2: unterminated heredoc"},
+		{"FROM a\nENV X=${NOPE:?required}\n", errdefs.InvalidArgument, "Dockerfile:2: failed to process \"${NOPE:?required}\": NOPE: required"},
+		{"FROM a\nSHELL /bin/bash -c\n", errdefs.InvalidArgument, "Dockerfile:2: SHELL requires the arguments to be in JSON form"},
+		{"FROM ${NOPE}\n", errdefs.InvalidArgument, "Dockerfile:1: FROM needs an image"},
+		{"FROM a\nRUN " + strings.Repeat("x", 1<<16) + "\n", errdefs.InvalidArgument, "dockerfile line greater than max allowed size of 65535"},
+		{"FROM a\n" + strings.Repeat("RUN true\n", 1<<17), errdefs.InvalidArgument, "larger than 1048576 bytes"},
 	}
 	for _, c := range cases {
 		_, err := Parse(strings.NewReader(c.src), nil)
-		if err == nil || types.ClassOf(err) != c.class || !strings.Contains(err.Error(), c.msg) {
+		if err == nil || errdefs.ClassOf(err) != c.class || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("Parse(%q) = %v; want %v containing %q", c.src, err, c.class, c.msg)
 		}
 		if err != nil && !errors.Is(err, c.class.Sentinel()) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // vars is a scope of variables in the order they were set; a name set
@@ -65,7 +65,7 @@ func (d *dispatcher) arg(c *instructions.ArgCommand, in *Instruction) error {
 	for _, kv := range c.Args {
 		s, set, err := d.argValue(kv, scope)
 		if err != nil {
-			return lineErr(in.Line, types.InvalidArgument, err)
+			return lineErr(in.Line, errdefs.InvalidArgument, err)
 		}
 		if !set {
 			continue

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // Backend is what a Server runs the envd protocol against. The Server owns
@@ -18,7 +18,7 @@ import (
 //
 // Errors are mapped onto Connect codes and HTTP statuses once, by the
 // Server: a *connect.Error is kept as it is, a classed error
-// (types.Errorf) by its class, an OS error by its errno.
+// (errdefs.Errorf) by its class, an OS error by its errno.
 type Backend interface {
 	// Path makes a client's path absolute for user ("" means the default
 	// user): relative paths and ~ start at the user's home. A path the
@@ -79,7 +79,7 @@ type BackendProcess interface {
 	// written, and describes the end. It is called once.
 	Wait() *envdproto.EndEvent
 	// Signal delivers sig; a process that has ended is NotFound.
-	Signal(ctx context.Context, sig types.Signal) error
+	Signal(ctx context.Context, sig driver.Signal) error
 	// WriteStdin writes data to the process's stdin, giving up when ctx
 	// ends. The Server calls it one at a time, and never after CloseStdin.
 	WriteStdin(ctx context.Context, data []byte) error

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // BenchmarkExecRoundTrip is one exec of `true` over the unix socket: start
@@ -12,7 +12,7 @@ import (
 func BenchmarkExecRoundTrip(b *testing.B) {
 	e := unixEnv(b, ServerOptions{})
 	ctx := ctxT(b)
-	cmd := types.Command{Args: []string{"true"}}
+	cmd := driver.Command{Args: []string{"true"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		p, err := e.client.Exec(ctx, cmd)
@@ -46,7 +46,7 @@ func BenchmarkExecParallel(b *testing.B) {
 		b.Run("oom_score_adj="+strconv.Itoa(adj), func(b *testing.B) {
 			e := unixEnv(b, ServerOptions{CommandOOMScoreAdj: adj})
 			ctx := ctxT(b)
-			cmd := types.Command{Args: []string{"true"}}
+			cmd := driver.Command{Args: []string{"true"}}
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/internal/httpserve"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // ClientOption configures NewClient.
@@ -97,12 +97,12 @@ type Client struct {
 func NewClient(baseURL string, httpClient *http.Client, opts ...ClientOption) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, types.Errorf(types.InvalidArgument, "envd: base URL %q is not an http(s) URL", baseURL)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "envd: base URL %q is not an http(s) URL", baseURL)
 	}
 	o := clientOptions{keepalive: 30 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "envd: %w", err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "envd: %w", err)
 		}
 	}
 	if httpClient == nil {

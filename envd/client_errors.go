@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // isTransport reports whether err is a broken or refused connection rather
@@ -33,17 +33,17 @@ func classify(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("envd %s: %w", op, err)
 	}
-	class := types.Unknown
+	class := errdefs.Unknown
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		class = types.ClassOfRPCCode(uint32(ce.Code()))
-		if class == types.Unknown && isTransport(ce.Unwrap()) {
-			class = types.Unavailable
+		class = errdefs.ClassOfRPCCode(uint32(ce.Code()))
+		if class == errdefs.Unknown && isTransport(ce.Unwrap()) {
+			class = errdefs.Unavailable
 		}
 	} else if errors.Is(err, context.DeadlineExceeded) {
-		class = types.DeadlineExceeded
+		class = errdefs.DeadlineExceeded
 	} else if isTransport(err) {
-		class = types.Unavailable
+		class = errdefs.Unavailable
 	}
-	return types.Errorf(class, "envd %s: %w", op, err)
+	return errdefs.Errorf(class, "envd %s: %w", op, err)
 }

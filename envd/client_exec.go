@@ -15,7 +15,7 @@ import (
 
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Process is a command started by Client.Exec or found by Client.Attach.
@@ -60,28 +60,28 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Signal sends SIGTERM or SIGKILL to the process's group. A process that has
 // ended is NotFound.
-func (p *Process) Signal(ctx context.Context, sig types.Signal) error {
+func (p *Process) Signal(ctx context.Context, sig driver.Signal) error {
 	select {
 	case <-p.done:
-		return types.Errorf(types.NotFound, "envd signal: process %d has ended", p.pid)
+		return errdefs.Errorf(errdefs.NotFound, "envd signal: process %d has ended", p.pid)
 	default:
 	}
 	if p.pid == 0 {
-		return types.Errorf(types.NotFound, "envd signal: the process never started")
+		return errdefs.Errorf(errdefs.NotFound, "envd signal: the process never started")
 	}
 	return p.c.Signal(ctx, p.pid, sig)
 }
 
 // Signal sends sig to the process pid (and its group).
-func (c *Client) Signal(ctx context.Context, pid int, sig types.Signal) error {
+func (c *Client) Signal(ctx context.Context, pid int, sig driver.Signal) error {
 	var s envdproto.Signal
 	switch sig {
-	case types.SIGTERM:
+	case driver.SIGTERM:
 		s = envdproto.SignalSIGTERM
-	case types.SIGKILL:
+	case driver.SIGKILL:
 		s = envdproto.SignalSIGKILL
 	default:
-		return types.Errorf(types.NotSupported, "envd signal: %q is not one of SIGTERM, SIGKILL", sig)
+		return errdefs.Errorf(errdefs.NotSupported, "envd signal: %q is not one of SIGTERM, SIGKILL", sig)
 	}
 	_, err := c.sendSignal.CallUnary(ctx, request(c, &envdproto.SendSignalRequest{Process: envdproto.SelectPID(pid), Signal: s}, ""))
 	return classify("signal", err)
@@ -142,15 +142,15 @@ func (c *Client) setKeepalive(h interface{ Set(string, string) }) {
 // sent with SendInput and closed at EOF. A program that is not found
 // (or not executable) is not an error: its Process has exited 127 (126) with
 // the reason on cmd.Stderr.
-func (c *Client) Exec(ctx context.Context, cmd types.Command) (*Process, error) {
+func (c *Client) Exec(ctx context.Context, cmd driver.Command) (*Process, error) {
 	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
-		return nil, types.Errorf(types.InvalidArgument, "envd exec: empty command")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "envd exec: empty command")
 	}
 	if cmd.Timeout < 0 {
-		return nil, types.Errorf(types.InvalidArgument, "envd exec: timeout %v is negative", cmd.Timeout)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "envd exec: timeout %v is negative", cmd.Timeout)
 	}
 	if err := c.ctx.Err(); err != nil {
-		return nil, types.Errorf(types.Unavailable, "envd exec: client is closed")
+		return nil, errdefs.Errorf(errdefs.Unavailable, "envd exec: client is closed")
 	}
 	withStdin := cmd.Stdin != nil
 	cfg := &envdproto.ProcessConfig{Cmd: cmd.Args[0], Args: cmd.Args[1:], Envs: cmd.Env}
@@ -279,7 +279,7 @@ func (p *Process) read(stream eventStream, sctx context.Context, cancel context.
 			code := exitCodeOf(end)
 			timedOut := timeout > 0 && errors.Is(context.Cause(sctx), context.DeadlineExceeded)
 			if (end.Error != nil && *end.Error == timeoutError) || (timedOut && !end.Exited) {
-				p.finish(code, types.Errorf(types.DeadlineExceeded, "envd exec: command timed out after %v", timeout))
+				p.finish(code, errdefs.Errorf(errdefs.DeadlineExceeded, "envd exec: command timed out after %v", timeout))
 			} else {
 				p.finish(code, nil)
 			}
@@ -295,22 +295,22 @@ func (p *Process) read(stream eventStream, sctx context.Context, cancel context.
 	case timedOut:
 		// The server kills at the same deadline; make sure of it.
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(p.c.ctx), time.Second)
-		_ = p.c.Signal(kctx, p.pid, types.SIGKILL)
+		_ = p.c.Signal(kctx, p.pid, driver.SIGKILL)
 		kcancel()
-		return -1, types.Errorf(types.DeadlineExceeded, "envd exec: command timed out after %v", timeout)
+		return -1, errdefs.Errorf(errdefs.DeadlineExceeded, "envd exec: command timed out after %v", timeout)
 	case errors.Is(cause, errIdle):
-		return -1, types.Errorf(types.Unavailable, "envd exec: process %d: %w", p.pid, errIdle)
+		return -1, errdefs.Errorf(errdefs.Unavailable, "envd exec: process %d: %w", p.pid, errIdle)
 	case p.c.ctx.Err() != nil:
-		return -1, types.Errorf(types.Unavailable, "envd exec: process %d: client closed", p.pid)
+		return -1, errdefs.Errorf(errdefs.Unavailable, "envd exec: process %d: client closed", p.pid)
 	case err != nil:
 		err = classify("exec stream", err)
-		if types.ClassOf(err) == types.Unknown {
+		if errdefs.ClassOf(err) == errdefs.Unknown {
 			// The server answers with codes; anything else is a broken stream.
-			err = types.Classify(types.Unavailable, err)
+			err = errdefs.Classify(errdefs.Unavailable, err)
 		}
 		return -1, err
 	}
-	return -1, types.Errorf(types.Unavailable, "envd exec: process %d exited without a result", p.pid)
+	return -1, errdefs.Errorf(errdefs.Unavailable, "envd exec: process %d exited without a result", p.pid)
 }
 
 // pumpStdin copies r to the process with SendInput and closes stdin at EOF

@@ -12,7 +12,8 @@ import (
 	"strconv"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // filesURL is /files?path=...&username=... plus extra query pairs.
@@ -36,7 +37,7 @@ func (c *Client) do(ctx context.Context, op string, req *http.Request) (*http.Re
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("envd %s: %w", op, context.Cause(ctx))
 		}
-		return nil, types.Errorf(types.Unavailable, "envd %s: %w", op, err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "envd %s: %w", op, err)
 	}
 	if res.StatusCode/100 == 2 {
 		return res, nil
@@ -48,7 +49,7 @@ func (c *Client) do(ctx context.Context, op string, req *http.Request) (*http.Re
 	if json.Unmarshal(body, &he) == nil && he.Message != "" {
 		msg = he.Message
 	}
-	return nil, types.HTTPError(res.StatusCode, res.Header, fmt.Errorf("envd %s: %s: %s", op, res.Status, msg))
+	return nil, errdefs.HTTPError(res.StatusCode, res.Header, fmt.Errorf("envd %s: %s: %s", op, res.Status, msg))
 }
 
 // WriteFile creates or replaces the file at path with r's bytes, creating
@@ -60,7 +61,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode u
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.filesURL(path, "mode", strconv.FormatUint(uint64(mode&0o7777), 8)), r)
 	if err != nil {
-		return types.Errorf(types.InvalidArgument, "envd write file: %w", err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "envd write file: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	res, err := c.do(ctx, "write file", req)
@@ -70,7 +71,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode u
 	defer res.Body.Close()
 	var written []envdproto.FileUpload
 	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&written); err != nil || len(written) == 0 {
-		return types.Errorf(types.Unavailable, "envd write file %s: unreadable answer: %v", path, err)
+		return errdefs.Errorf(errdefs.Unavailable, "envd write file %s: unreadable answer: %v", path, err)
 	}
 	return nil
 }
@@ -80,7 +81,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode u
 func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.filesURL(path), nil)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "envd read file: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "envd read file: %w", err)
 	}
 	res, err := c.do(ctx, "read file", req)
 	if err != nil {
@@ -95,7 +96,7 @@ type bodyReader struct{ rc io.ReadCloser }
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF && !errors.Is(err, context.Canceled) {
-		err = types.Classify(types.Unavailable, err)
+		err = errdefs.Classify(errdefs.Unavailable, err)
 	}
 	return n, err
 }
@@ -103,24 +104,24 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 func (b *bodyReader) Close() error { return b.rc.Close() }
 
 // Stat describes path without following a final symlink.
-func (c *Client) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+func (c *Client) Stat(ctx context.Context, path string) (driver.FileInfo, error) {
 	res, err := c.stat.CallUnary(ctx, request(c, &envdproto.StatRequest{Path: path}, ""))
 	if err != nil {
-		return types.FileInfo{}, classify("stat", err)
+		return driver.FileInfo{}, classify("stat", err)
 	}
 	if res.Msg.Entry == nil {
-		return types.FileInfo{}, types.Errorf(types.Unavailable, "envd stat %s: answer without an entry", path)
+		return driver.FileInfo{}, errdefs.Errorf(errdefs.Unavailable, "envd stat %s: answer without an entry", path)
 	}
 	return FileInfo(*res.Msg.Entry), nil
 }
 
 // ListDir lists a directory's entries, sorted by name.
-func (c *Client) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+func (c *Client) ListDir(ctx context.Context, path string) ([]driver.FileInfo, error) {
 	res, err := c.listDir.CallUnary(ctx, request(c, &envdproto.ListDirRequest{Path: path, Depth: 1}, ""))
 	if err != nil {
 		return nil, classify("list dir", err)
 	}
-	out := make([]types.FileInfo, 0, len(res.Msg.Entries))
+	out := make([]driver.FileInfo, 0, len(res.Msg.Entries))
 	for _, e := range res.Msg.Entries {
 		out = append(out, FileInfo(e))
 	}
@@ -151,7 +152,7 @@ func (c *Client) Remove(ctx context.Context, path string) error {
 func (c *Client) Health(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/health", nil)
 	if err != nil {
-		return types.Errorf(types.InvalidArgument, "envd health: %w", err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "envd health: %w", err)
 	}
 	res, err := c.do(ctx, "health", req)
 	if err != nil {
@@ -162,8 +163,8 @@ func (c *Client) Health(ctx context.Context) error {
 }
 
 // FileInfo converts an envd entry to berth's FileInfo.
-func FileInfo(e envdproto.EntryInfo) types.FileInfo {
-	fi := types.FileInfo{
+func FileInfo(e envdproto.EntryInfo) driver.FileInfo {
+	fi := driver.FileInfo{
 		Name:    e.Name,
 		Path:    e.Path,
 		Size:    int64(e.Size),
@@ -172,13 +173,13 @@ func FileInfo(e envdproto.EntryInfo) types.FileInfo {
 	}
 	switch e.Type {
 	case envdproto.FileTypeFile:
-		fi.Type = types.FileRegular
+		fi.Type = driver.FileRegular
 	case envdproto.FileTypeDirectory:
-		fi.Type = types.FileDir
+		fi.Type = driver.FileDir
 	case envdproto.FileTypeSymlink:
-		fi.Type = types.FileSymlink
+		fi.Type = driver.FileSymlink
 	default:
-		fi.Type = types.FileOther
+		fi.Type = driver.FileOther
 	}
 	if e.SymlinkTarget != nil {
 		fi.Target = *e.SymlinkTarget

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // rpcError turns a backend's error into a Connect error whose code the
@@ -25,18 +25,18 @@ func rpcError(err error) *connect.Error {
 }
 
 // codeOf is the Connect code of err: the code of its class in the one
-// mapping of sandbox/types, the host's errnos classed there too
-// (types.ClassifyErrno). A cancellation is Canceled: the caller went away.
+// mapping of sandbox/errdefs, the host's errnos classed there too
+// (errdefs.ClassifyErrno). A cancellation is Canceled: the caller went away.
 func codeOf(err error) connect.Code {
-	err = types.ClassifyErrno(err)
-	if types.ClassOf(err) == types.Unknown && errors.Is(err, context.Canceled) {
+	err = errdefs.ClassifyErrno(err)
+	if errdefs.ClassOf(err) == errdefs.Unknown && errors.Is(err, context.Canceled) {
 		return connect.CodeCanceled
 	}
-	return connect.Code(types.RPCCode(types.ClassOf(err)))
+	return connect.Code(errdefs.RPCCode(errdefs.ClassOf(err)))
 }
 
 // httpStatusOf is the status of a /files failure: the status of its class
-// in the one mapping of sandbox/types (a full disk, a Permanent
+// in the one mapping of sandbox/errdefs (a full disk, a Permanent
 // ResourceExhausted, is 507). A body over the limit is 413, a caller that
 // went away 499.
 func httpStatusOf(err error) int {
@@ -44,11 +44,11 @@ func httpStatusOf(err error) int {
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge
 	}
-	err = types.ClassifyErrno(err)
-	if types.ClassOf(err) == types.Unknown && errors.Is(err, context.Canceled) {
+	err = errdefs.ClassifyErrno(err)
+	if errdefs.ClassOf(err) == errdefs.Unknown && errors.Is(err, context.Canceled) {
 		return 499
 	}
-	return types.HTTPStatus(err)
+	return errdefs.HTTPStatus(err)
 }
 
 var rpcErrors = connect.NewErrorWriter()

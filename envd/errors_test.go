@@ -13,10 +13,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
-// Both backends' errors reach the one mapping of sandbox/types: the
+// Both backends' errors reach the one mapping of sandbox/errdefs: the
 // sandbox API's by class, the host's by errno.
 func TestErrorMapping(t *testing.T) {
 	for _, tc := range []struct {
@@ -24,26 +24,26 @@ func TestErrorMapping(t *testing.T) {
 		code   connect.Code
 		status int
 	}{
-		{types.Errorf(types.NotFound, "x"), connect.CodeNotFound, 404},
+		{errdefs.Errorf(errdefs.NotFound, "x"), connect.CodeNotFound, 404},
 		{fmt.Errorf("open: %w", fs.ErrNotExist), connect.CodeNotFound, 404},
-		{types.Errorf(types.AlreadyExists, "x"), connect.CodeAlreadyExists, 409},
+		{errdefs.Errorf(errdefs.AlreadyExists, "x"), connect.CodeAlreadyExists, 409},
 		{syscall.ENOTEMPTY, connect.CodeAlreadyExists, 409},
-		{types.Errorf(types.InvalidArgument, "x"), connect.CodeInvalidArgument, 400},
+		{errdefs.Errorf(errdefs.InvalidArgument, "x"), connect.CodeInvalidArgument, 400},
 		{fmt.Errorf("write: %w", syscall.EISDIR), connect.CodeInvalidArgument, 400},
-		{types.Errorf(types.Unauthenticated, "x"), connect.CodePermissionDenied, 403},
+		{errdefs.Errorf(errdefs.Unauthenticated, "x"), connect.CodePermissionDenied, 403},
 		{syscall.EACCES, connect.CodePermissionDenied, 403},
-		{types.Errorf(types.ResourceExhausted, "x"), connect.CodeResourceExhausted, 429},
+		{errdefs.Errorf(errdefs.ResourceExhausted, "x"), connect.CodeResourceExhausted, 429},
 		// A full disk does not pass by waiting: Permanent, 507.
 		{syscall.ENOSPC, connect.CodeResourceExhausted, 507},
-		{types.WithPermanent(types.Errorf(types.ResourceExhausted, "x")), connect.CodeResourceExhausted, 507},
+		{errdefs.WithPermanent(errdefs.Errorf(errdefs.ResourceExhausted, "x")), connect.CodeResourceExhausted, 507},
 		{syscall.EMFILE, connect.CodeResourceExhausted, 429},
-		{types.Errorf(types.Unavailable, "x"), connect.CodeUnavailable, 503},
-		{types.Errorf(types.DeadlineExceeded, "x"), connect.CodeDeadlineExceeded, 504},
-		{types.Errorf(types.NotSupported, "x"), connect.CodeUnimplemented, 501},
+		{errdefs.Errorf(errdefs.Unavailable, "x"), connect.CodeUnavailable, 503},
+		{errdefs.Errorf(errdefs.DeadlineExceeded, "x"), connect.CodeDeadlineExceeded, 504},
+		{errdefs.Errorf(errdefs.NotSupported, "x"), connect.CodeUnimplemented, 501},
 		{context.Canceled, connect.CodeCanceled, 499},
 		{fmt.Errorf("odd"), connect.CodeUnknown, 500},
 		// A class wins over the errno it wraps: the provider said what it meant.
-		{types.Classify(types.Unavailable, syscall.ENOENT), connect.CodeUnavailable, 503},
+		{errdefs.Classify(errdefs.Unavailable, syscall.ENOENT), connect.CodeUnavailable, 503},
 	} {
 		if got := codeOf(tc.err); got != tc.code {
 			t.Errorf("codeOf(%v) = %v, want %v", tc.err, got, tc.code)
@@ -64,18 +64,18 @@ func TestErrorMapping(t *testing.T) {
 // read a DeadlineExceeded /files answer (504) as Unavailable, which retry
 // loops then retried.
 func TestClassRoundTripThroughEnvd(t *testing.T) {
-	for c := types.Unknown; c <= types.NotSupported; c++ {
-		err := types.Errorf(c, "x")
-		if got := types.ClassOfRPCCode(uint32(codeOf(err))); got != c {
+	for c := errdefs.Unknown; c <= errdefs.NotSupported; c++ {
+		err := errdefs.Errorf(c, "x")
+		if got := errdefs.ClassOfRPCCode(uint32(codeOf(err))); got != c {
 			t.Errorf("Connect: %v -> %v -> %v", c, codeOf(err), got)
 		}
-		if got := types.ClassOf(types.HTTPError(httpStatusOf(err), nil, err)); got != c {
+		if got := errdefs.ClassOf(errdefs.HTTPError(httpStatusOf(err), nil, err)); got != c {
 			t.Errorf("/files: %v -> %d -> %v", c, httpStatusOf(err), got)
 		}
 	}
-	full := types.HTTPError(httpStatusOf(syscall.ENOSPC), nil, syscall.ENOSPC)
-	if types.ClassOf(full) != types.ResourceExhausted || !types.IsPermanent(full) || types.Retryable(full) {
-		t.Errorf("a full disk came back as %v (permanent %v)", types.ClassOf(full), types.IsPermanent(full))
+	full := errdefs.HTTPError(httpStatusOf(syscall.ENOSPC), nil, syscall.ENOSPC)
+	if errdefs.ClassOf(full) != errdefs.ResourceExhausted || !errdefs.IsPermanent(full) || errdefs.Retryable(full) {
+		t.Errorf("a full disk came back as %v (permanent %v)", errdefs.ClassOf(full), errdefs.IsPermanent(full))
 	}
 }
 

@@ -16,10 +16,11 @@ import (
 
 	"github.com/berth-sh/berth/internal/syncbuf"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
-func run(t *testing.T, c *Client, cmd types.Command) (code int, stdout, stderr string, err error) {
+func run(t *testing.T, c *Client, cmd driver.Command) (code int, stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -44,24 +45,24 @@ func TestExecTable(t *testing.T) {
 		e := newEnv(ServerOptions{})
 		cases := []struct {
 			name       string
-			cmd        types.Command
+			cmd        driver.Command
 			code       int
 			stdout     string
 			stderr     string
 			stderrPart string
 		}{
-			{name: "true", cmd: types.Command{Args: []string{"true"}}},
-			{name: "exit code", cmd: types.Command{Args: []string{"sh", "-c", "exit 42"}}, code: 42},
-			{name: "stdout and stderr apart", cmd: types.Command{Args: []string{"sh", "-c", "echo out; echo err >&2"}}, stdout: "out\n", stderr: "err\n"},
-			{name: "env", cmd: types.Command{Args: []string{"sh", "-c", `printf %s "$GREETING"`}, Env: map[string]string{"GREETING": "hi there"}}, stdout: "hi there"},
-			{name: "cwd", cmd: types.Command{Args: []string{"pwd"}, Dir: dir}, stdout: dir + "\n"},
-			{name: "stdin", cmd: types.Command{Args: []string{"tr", "a-z", "A-Z"}, Stdin: strings.NewReader("hello stdin")}, stdout: "HELLO STDIN"},
-			{name: "stdin absent is empty", cmd: types.Command{Args: []string{"cat"}}},
-			{name: "missing program", cmd: types.Command{Args: []string{"no-such-program-berth"}}, code: 127, stderrPart: "no-such-program-berth"},
-			{name: "not executable", cmd: types.Command{Args: []string{noExec}}, code: 126, stderrPart: "not executable"},
-			{name: "exec format error", cmd: types.Command{Args: []string{badExec}}, code: 126, stderrPart: "exec format error"},
-			{name: "killed by signal", cmd: types.Command{Args: []string{"sh", "-c", "kill -9 $$"}}, code: 137},
-			{name: "as user", cmd: types.Command{Args: []string{"id", "-un"}, User: "nobody"}, stdout: "nobody\n"},
+			{name: "true", cmd: driver.Command{Args: []string{"true"}}},
+			{name: "exit code", cmd: driver.Command{Args: []string{"sh", "-c", "exit 42"}}, code: 42},
+			{name: "stdout and stderr apart", cmd: driver.Command{Args: []string{"sh", "-c", "echo out; echo err >&2"}}, stdout: "out\n", stderr: "err\n"},
+			{name: "env", cmd: driver.Command{Args: []string{"sh", "-c", `printf %s "$GREETING"`}, Env: map[string]string{"GREETING": "hi there"}}, stdout: "hi there"},
+			{name: "cwd", cmd: driver.Command{Args: []string{"pwd"}, Dir: dir}, stdout: dir + "\n"},
+			{name: "stdin", cmd: driver.Command{Args: []string{"tr", "a-z", "A-Z"}, Stdin: strings.NewReader("hello stdin")}, stdout: "HELLO STDIN"},
+			{name: "stdin absent is empty", cmd: driver.Command{Args: []string{"cat"}}},
+			{name: "missing program", cmd: driver.Command{Args: []string{"no-such-program-berth"}}, code: 127, stderrPart: "no-such-program-berth"},
+			{name: "not executable", cmd: driver.Command{Args: []string{noExec}}, code: 126, stderrPart: "not executable"},
+			{name: "exec format error", cmd: driver.Command{Args: []string{badExec}}, code: 126, stderrPart: "exec format error"},
+			{name: "killed by signal", cmd: driver.Command{Args: []string{"sh", "-c", "kill -9 $$"}}, code: 137},
+			{name: "as user", cmd: driver.Command{Args: []string{"id", "-un"}, User: "nobody"}, stdout: "nobody\n"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +93,8 @@ func TestExecTable(t *testing.T) {
 
 func TestExecCwdMissingIsAnError(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
-	_, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"true"}, Dir: "/no/such/dir"})
-	if !errors.Is(err, types.ErrInvalidArgument) {
+	_, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"true"}, Dir: "/no/such/dir"})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("exec in a missing dir: %v, want InvalidArgument", err)
 	}
 }
@@ -104,7 +105,7 @@ func TestExecLargeOutput(t *testing.T) {
 		const size = 10 << 20
 		h := sha256.New()
 		var n countWriter
-		p, err := e.client.Exec(ctxT(t), types.Command{
+		p, err := e.client.Exec(ctxT(t), driver.Command{
 			Args:   []string{"head", "-c", fmt.Sprint(size), "/dev/urandom"},
 			Stdout: io.MultiWriter(h, &n),
 		})
@@ -123,7 +124,7 @@ func TestExecLargeOutput(t *testing.T) {
 		payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 		want := sha256.Sum256(payload)
 		h2 := sha256.New()
-		p, err = e.client.Exec(ctxT(t), types.Command{Args: []string{"cat"}, Stdin: bytes.NewReader(payload), Stdout: h2})
+		p, err = e.client.Exec(ctxT(t), driver.Command{Args: []string{"cat"}, Stdin: bytes.NewReader(payload), Stdout: h2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +157,7 @@ func TestExecStreamsBeforeExitAndSignal(t *testing.T) {
 		e := newEnv(ServerOptions{})
 		fw := &firstWrite{got: make(chan string, 1)}
 		// The process never exits by itself: output seen here was streamed.
-		p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sh", "-c", "echo ready; exec sleep 60"}, Stdout: fw})
+		p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sh", "-c", "echo ready; exec sleep 60"}, Stdout: fw})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,17 +185,17 @@ func TestExecStreamsBeforeExitAndSignal(t *testing.T) {
 		if !found {
 			t.Fatalf("process %d not listed in %+v", p.PID(), procs)
 		}
-		if err := p.Signal(ctxT(t), types.SIGTERM); err != nil {
+		if err := p.Signal(ctxT(t), driver.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		code, err := p.Wait(ctxT(t))
 		if err != nil || code != 128+15 {
 			t.Fatalf("after SIGTERM: code %d err %v, want 143", code, err)
 		}
-		if err := p.Signal(ctxT(t), types.SIGKILL); !errors.Is(err, types.ErrNotFound) {
+		if err := p.Signal(ctxT(t), driver.SIGKILL); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("signal after exit: %v, want NotFound", err)
 		}
-		if err := e.client.Signal(ctxT(t), p.PID(), types.SIGKILL); !errors.Is(err, types.ErrNotFound) {
+		if err := e.client.Signal(ctxT(t), p.PID(), driver.SIGKILL); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("signal by pid after exit: %v, want NotFound", err)
 		}
 	})
@@ -203,12 +204,12 @@ func TestExecStreamsBeforeExitAndSignal(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	transports(t, func(t *testing.T, newEnv func(ServerOptions, ...ClientOption) *env) {
 		e := newEnv(ServerOptions{})
-		p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sleep", "60"}, Timeout: 200 * time.Millisecond})
+		p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sleep", "60"}, Timeout: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = p.Wait(ctxT(t))
-		if !errors.Is(err, types.ErrDeadlineExceeded) {
+		if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
 			t.Fatalf("wait: %v, want DeadlineExceeded", err)
 		}
 		waitGone(t, e.client, p.PID())
@@ -241,7 +242,7 @@ func waitGone(t *testing.T, c *Client, pid int) {
 
 func TestWaitContextLeavesProcessRunning(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
-	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sleep", "60"}})
+	p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestWaitContextLeavesProcessRunning(t *testing.T) {
 	if _, err := p.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait: %v", err)
 	}
-	if err := p.Signal(ctxT(t), types.SIGKILL); err != nil {
+	if err := p.Signal(ctxT(t), driver.SIGKILL); err != nil {
 		t.Fatalf("process should still run after Wait gave up: %v", err)
 	}
 	if code, err := p.Wait(ctxT(t)); err != nil || code != 137 {
@@ -263,7 +264,7 @@ func TestAttachSeesLiveOutput(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	var first, second syncbuf.Buffer
-	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"cat"}, Stdin: pr, Stdout: &first})
+	p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"cat"}, Stdin: pr, Stdout: &first})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,23 +285,23 @@ func TestAttachSeesLiveOutput(t *testing.T) {
 	if first.String() != "shared line\n" || second.String() != "shared line\n" {
 		t.Fatalf("starter saw %q, attached saw %q", first.String(), second.String())
 	}
-	if _, err := e.client.Attach(ctxT(t), p.PID(), nil, nil); !errors.Is(err, types.ErrNotFound) {
+	if _, err := e.client.Attach(ctxT(t), p.PID(), nil, nil); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("attach to an ended process: %v, want NotFound", err)
 	}
 }
 
 func TestConnectionLossIsUnavailable(t *testing.T) {
 	e := tcpEnv(t, ServerOptions{})
-	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sleep", "60"}})
+	p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.ts.CloseClientConnections()
-	if _, err := p.Wait(ctxT(t)); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := p.Wait(ctxT(t)); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("wait after the connection dropped: %v, want Unavailable", err)
 	}
 	// The process outlives the stream, as in envd.
-	if err := e.client.Signal(ctxT(t), p.PID(), types.SIGKILL); err != nil {
+	if err := e.client.Signal(ctxT(t), p.PID(), driver.SIGKILL); err != nil {
 		t.Fatalf("kill after reconnect: %v", err)
 	}
 }
@@ -311,20 +312,20 @@ func TestServerDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Exec(ctxT(t), types.Command{Args: []string{"true"}}); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := c.Exec(ctxT(t), driver.Command{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("exec: %v, want Unavailable", err)
 	}
-	if _, err := c.Stat(ctxT(t), "/"); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := c.Stat(ctxT(t), "/"); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("stat: %v, want Unavailable", err)
 	}
-	if _, err := c.ReadFile(ctxT(t), "/etc/hostname"); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := c.ReadFile(ctxT(t), "/etc/hostname"); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("read file: %v, want Unavailable", err)
 	}
 }
 
 func TestServerCloseKillsProcesses(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
-	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sh", "-c", "sleep 60 & wait"}})
+	p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sh", "-c", "sleep 60 & wait"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestServerCloseKillsProcesses(t *testing.T) {
 	if err != nil || code != 137 {
 		t.Fatalf("after server close: %d %v, want 137", code, err)
 	}
-	if _, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"true"}}); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("exec on a closed server: %v, want Unavailable", err)
 	}
 	// The whole group died, the background sleep included (it may linger

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // serveFiles answers GET, HEAD and POST /files.
@@ -192,7 +192,7 @@ func (l *limitReader) Read(b []byte) (int, error) {
 	l.left -= int64(n)
 	if l.left < 0 {
 		l.over = true
-		l.err = types.Errorf(types.ResourceExhausted, "upload is over the limit")
+		l.err = errdefs.Errorf(errdefs.ResourceExhausted, "upload is over the limit")
 		return 0, l.err
 	}
 	if err != nil && err != io.EOF {

@@ -10,7 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestFilesRoundTrip(t *testing.T) {
@@ -59,7 +60,7 @@ func TestFilesRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Name != "data.bin" || st.Path != p || st.Type != types.FileRegular || st.Size != 5 || st.Mode != 0o755 || st.ModTime.IsZero() {
+		if st.Name != "data.bin" || st.Path != p || st.Type != driver.FileRegular || st.Size != 5 || st.Mode != 0o755 || st.ModTime.IsZero() {
 			t.Errorf("stat %+v", st)
 		}
 
@@ -69,14 +70,14 @@ func TestFilesRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, err = c.Stat(ctx, link)
-		if err != nil || st.Type != types.FileSymlink || st.Target != p {
+		if err != nil || st.Type != driver.FileSymlink || st.Target != p {
 			t.Errorf("stat of symlink: %+v %v", st, err)
 		}
 
 		if err := c.MakeDir(ctx, filepath.Join(dir, "x", "y")); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.MakeDir(ctx, filepath.Join(dir, "x", "y")); !errors.Is(err, types.ErrAlreadyExists) {
+		if err := c.MakeDir(ctx, filepath.Join(dir, "x", "y")); !errors.Is(err, errdefs.ErrAlreadyExists) {
 			t.Errorf("second make dir: %v, want AlreadyExists", err)
 		}
 		ents, err := c.ListDir(ctx, dir)
@@ -121,16 +122,16 @@ func TestFilesErrorClasses(t *testing.T) {
 			err  error
 			want error
 		}{
-			{"read missing", func() error { _, err := c.ReadFile(ctx, missing); return err }(), types.ErrNotFound},
-			{"read dir", func() error { _, err := c.ReadFile(ctx, dir); return err }(), types.ErrInvalidArgument},
-			{"read fifo", func() error { _, err := c.ReadFile(ctx, fifo); return err }(), types.ErrInvalidArgument},
-			{"stat missing", func() error { _, err := c.Stat(ctx, missing); return err }(), types.ErrNotFound},
-			{"list missing", func() error { _, err := c.ListDir(ctx, missing); return err }(), types.ErrNotFound},
-			{"list file", func() error { _, err := c.ListDir(ctx, "/etc/hostname"); return err }(), types.ErrInvalidArgument},
-			{"remove missing", c.Remove(ctx, missing), types.ErrNotFound},
-			{"make dir over file", c.MakeDir(ctx, "/etc/hostname"), types.ErrAlreadyExists},
-			{"write over dir", c.WriteFile(ctx, dir, strings.NewReader("x"), 0o644), types.ErrInvalidArgument},
-			{"move missing", c.Move(ctx, missing, filepath.Join(dir, "y")), types.ErrNotFound},
+			{"read missing", func() error { _, err := c.ReadFile(ctx, missing); return err }(), errdefs.ErrNotFound},
+			{"read dir", func() error { _, err := c.ReadFile(ctx, dir); return err }(), errdefs.ErrInvalidArgument},
+			{"read fifo", func() error { _, err := c.ReadFile(ctx, fifo); return err }(), errdefs.ErrInvalidArgument},
+			{"stat missing", func() error { _, err := c.Stat(ctx, missing); return err }(), errdefs.ErrNotFound},
+			{"list missing", func() error { _, err := c.ListDir(ctx, missing); return err }(), errdefs.ErrNotFound},
+			{"list file", func() error { _, err := c.ListDir(ctx, "/etc/hostname"); return err }(), errdefs.ErrInvalidArgument},
+			{"remove missing", c.Remove(ctx, missing), errdefs.ErrNotFound},
+			{"make dir over file", c.MakeDir(ctx, "/etc/hostname"), errdefs.ErrAlreadyExists},
+			{"write over dir", c.WriteFile(ctx, dir, strings.NewReader("x"), 0o644), errdefs.ErrInvalidArgument},
+			{"move missing", c.Move(ctx, missing, filepath.Join(dir, "y")), errdefs.ErrNotFound},
 		}
 		for _, ck := range checks {
 			if !errors.Is(ck.err, ck.want) {
@@ -165,13 +166,13 @@ func TestUploadReplacesPlantedSymlink(t *testing.T) {
 func TestOversizedInputsRefused(t *testing.T) {
 	e := unixEnv(t, ServerOptions{MaxMessageBytes: 1 << 10, MaxUploadBytes: 1 << 20})
 	c, ctx := e.client, ctxT(t)
-	if _, err := c.Stat(ctx, "/"+strings.Repeat("a", 4<<10)); !errors.Is(err, types.ErrResourceExhausted) {
+	if _, err := c.Stat(ctx, "/"+strings.Repeat("a", 4<<10)); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Errorf("oversized message: %v, want ResourceExhausted", err)
 	}
 	dir := t.TempDir()
 	p := filepath.Join(dir, "big")
 	err := c.WriteFile(ctx, p, bytes.NewReader(make([]byte, 2<<20)), 0o644)
-	if !errors.Is(err, types.ErrInvalidArgument) || !strings.Contains(err.Error(), "413") {
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "413") {
 		t.Errorf("oversized upload: %v, want InvalidArgument (413)", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -188,7 +189,7 @@ func TestAccessToken(t *testing.T) {
 		const secret = "s3cret-token"
 		e := newEnv(ServerOptions{AccessToken: secret}, WithAccessToken(secret))
 		ctx := ctxT(t)
-		if code, _, _, err := run(t, e.client, types.Command{Args: []string{"true"}}); err != nil || code != 0 {
+		if code, _, _, err := run(t, e.client, driver.Command{Args: []string{"true"}}); err != nil || code != 0 {
 			t.Fatalf("with the token: %d %v", code, err)
 		}
 		for name, opts := range map[string][]ClientOption{"no token": nil, "wrong token": {WithAccessToken("guess")}} {
@@ -198,13 +199,13 @@ func TestAccessToken(t *testing.T) {
 			}
 			defer c.Close()
 			errs := map[string]error{}
-			_, errs["exec"] = c.Exec(ctx, types.Command{Args: []string{"true"}})
+			_, errs["exec"] = c.Exec(ctx, driver.Command{Args: []string{"true"}})
 			_, errs["stat"] = c.Stat(ctx, "/")
 			_, errs["processes"] = c.Processes(ctx)
 			_, errs["read"] = c.ReadFile(ctx, "/etc/hostname")
 			errs["write"] = c.WriteFile(ctx, filepath.Join(t.TempDir(), "f"), strings.NewReader("x"), 0o644)
 			for op, err := range errs {
-				if !errors.Is(err, types.ErrUnauthenticated) {
+				if !errors.Is(err, errdefs.ErrUnauthenticated) {
 					t.Errorf("%s: %s: %v, want Unauthenticated", name, op, err)
 				}
 				if err != nil && strings.Contains(err.Error(), secret) {
@@ -221,7 +222,7 @@ func TestAccessToken(t *testing.T) {
 func TestRefusedStdinClosesStdin(t *testing.T) {
 	// Chunks larger than the server accepts: the process must see EOF, not hang.
 	e := unixEnv(t, ServerOptions{MaxMessageBytes: 1 << 10})
-	code, out, _, err := run(t, e.client, types.Command{Args: []string{"wc", "-c"}, Stdin: bytes.NewReader(make([]byte, 8<<10))})
+	code, out, _, err := run(t, e.client, driver.Command{Args: []string{"wc", "-c"}, Stdin: bytes.NewReader(make([]byte, 8<<10))})
 	if err != nil || code != 0 || strings.TrimSpace(out) != "0" {
 		t.Fatalf("wc: %d %q %v", code, out, err)
 	}

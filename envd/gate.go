@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // gated is a Backend whose calls hold a slot of sem (ServerOptions.Blocking)
@@ -157,6 +157,6 @@ type gatedProcess struct {
 	g gated
 }
 
-func (p gatedProcess) Signal(ctx context.Context, sig types.Signal) error {
+func (p gatedProcess) Signal(ctx context.Context, sig driver.Signal) error {
 	return p.g.do(ctx, func() error { return p.BackendProcess.Signal(ctx, sig) })
 }

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // slotBackend checks, from inside each call, whether the gate's one slot
@@ -184,7 +184,7 @@ func TestRunningCommandsHoldNoThread(t *testing.T) {
 	const n = 40
 	// Warm up: the server's and client's own goroutines make their threads.
 	for range 3 {
-		if p, err := e.client.Exec(ctx, types.Command{Args: []string{"true"}}); err == nil {
+		if p, err := e.client.Exec(ctx, driver.Command{Args: []string{"true"}}); err == nil {
 			p.Wait(ctx)
 		}
 	}
@@ -192,11 +192,11 @@ func TestRunningCommandsHoldNoThread(t *testing.T) {
 	for i := range n {
 		var out lineWaiter
 		out.ch = make(chan struct{})
-		p, err := e.client.Exec(ctx, types.Command{Args: []string{"sh", "-c", "echo up; exec sleep 60"}, Stdout: &out})
+		p, err := e.client.Exec(ctx, driver.Command{Args: []string{"sh", "-c", "echo up; exec sleep 60"}, Stdout: &out})
 		if err != nil {
 			t.Fatalf("start %d: %v", i, err)
 		}
-		defer p.Signal(context.Background(), types.SIGKILL)
+		defer p.Signal(context.Background(), driver.SIGKILL)
 		select {
 		case <-out.ch:
 		case <-ctx.Done():
@@ -213,7 +213,7 @@ func TestRunningCommandsHoldNoThread(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// They still end, and their end is seen.
-	p, err := e.client.Exec(ctx, types.Command{Args: []string{"sh", "-c", "sleep 0.1; exit 7"}})
+	p, err := e.client.Exec(ctx, driver.Command{Args: []string{"sh", "-c", "sleep 0.1; exit 7"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // host is the Backend over this machine: internal/hostproc, real paths,
@@ -61,9 +61,9 @@ func (h *host) ListDir(_ context.Context, dir string) ([]envdproto.EntryInfo, er
 func (h *host) MakeDir(_ context.Context, user, p string) error {
 	if fi, err := os.Lstat(p); err == nil {
 		if fi.IsDir() {
-			return types.Errorf(types.AlreadyExists, "directory %s already exists", p)
+			return errdefs.Errorf(errdefs.AlreadyExists, "directory %s already exists", p)
 		}
-		return types.Errorf(types.AlreadyExists, "%s already exists and is not a directory", p)
+		return errdefs.Errorf(errdefs.AlreadyExists, "%s already exists and is not a directory", p)
 	}
 	c, err := h.resolveCaller(user)
 	if err != nil {
@@ -100,10 +100,10 @@ func (h *host) Open(_ context.Context, p string) (Download, error) {
 	switch {
 	case err != nil:
 	case fi.IsDir():
-		err = types.Errorf(types.InvalidArgument, "%s is a directory", p)
+		err = errdefs.Errorf(errdefs.InvalidArgument, "%s is a directory", p)
 	case !fi.Mode().IsRegular():
 		// A FIFO or device would block or never end.
-		err = types.Errorf(types.InvalidArgument, "%s is not a regular file", p)
+		err = errdefs.Errorf(errdefs.InvalidArgument, "%s is not a regular file", p)
 	}
 	if err != nil {
 		_ = f.Close()

@@ -11,7 +11,8 @@ import (
 
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/internal/hostproc"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // hostProcess is a process this host started (internal/hostproc), killed
@@ -100,14 +101,14 @@ func (p *hostProcess) Wait() *envdproto.EndEvent {
 }
 
 // Signal signals the process group, so that children of a shell die too.
-func (p *hostProcess) Signal(_ context.Context, sig types.Signal) error {
+func (p *hostProcess) Signal(_ context.Context, sig driver.Signal) error {
 	s := syscall.SIGKILL
-	if sig == types.SIGTERM {
+	if sig == driver.SIGTERM {
 		s = syscall.SIGTERM
 	}
 	err := p.Process.Signal(s)
 	if err == syscall.ESRCH {
-		return types.Errorf(types.NotFound, "process %d: %w", p.PID(), err)
+		return errdefs.Errorf(errdefs.NotFound, "process %d: %w", p.PID(), err)
 	}
 	return err
 }

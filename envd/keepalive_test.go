@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The public option allows whole seconds; tests shrink the interval through
@@ -19,7 +20,7 @@ func TestKeepaliveKeepsQuietStreamAlive(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
 	fastKeepalive(e.client, 50*time.Millisecond)
 	// Silent for several idle windows (3 x 50 ms): only keepalives keep it.
-	code, _, _, err := run(t, e.client, types.Command{Args: []string{"sleep", "0.5"}})
+	code, _, _, err := run(t, e.client, driver.Command{Args: []string{"sleep", "0.5"}})
 	if err != nil || code != 0 {
 		t.Fatalf("quiet command: %d %v", code, err)
 	}
@@ -43,29 +44,29 @@ func TestSilentServerIsUnavailable(t *testing.T) {
 	}
 	defer c.Close()
 	fastKeepalive(c, 30*time.Millisecond)
-	p, err := c.Exec(ctxT(t), types.Command{Args: []string{"anything"}})
+	p, err := c.Exec(ctxT(t), driver.Command{Args: []string{"anything"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.PID() != 7 {
 		t.Fatalf("pid %d", p.PID())
 	}
-	if _, err := p.Wait(ctxT(t)); !errors.Is(err, types.ErrUnavailable) || !errors.Is(err, errIdle) {
+	if _, err := p.Wait(ctxT(t)); !errors.Is(err, errdefs.ErrUnavailable) || !errors.Is(err, errIdle) {
 		t.Fatalf("wait on a silent stream: %v, want Unavailable (idle)", err)
 	}
 }
 
 func TestClientCloseEndsStreams(t *testing.T) {
 	e := unixEnv(t, ServerOptions{})
-	p, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"sleep", "60"}})
+	p, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = e.client.Close()
-	if _, err := p.Wait(ctxT(t)); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := p.Wait(ctxT(t)); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("wait after client close: %v, want Unavailable", err)
 	}
-	if _, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"true"}}); !errors.Is(err, types.ErrUnavailable) {
+	if _, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("exec after close: %v, want Unavailable", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // CommandOOMScoreAdj reaches the processes the server starts (how the
@@ -18,7 +18,7 @@ func TestCommandOOMScoreAdj(t *testing.T) {
 		t.Skipf("no oom_score_adj: %v", err)
 	}
 	e := unixEnv(t, ServerOptions{CommandOOMScoreAdj: 700})
-	read := types.Command{Args: []string{"cat", "/proc/self/oom_score_adj"}}
+	read := driver.Command{Args: []string{"cat", "/proc/self/oom_score_adj"}}
 	if _, out, _, err := run(t, e.client, read); err != nil || strings.TrimSpace(out) != "700" {
 		t.Errorf("with the option: %q, %v; want 700", out, err)
 	}

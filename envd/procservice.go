@@ -11,7 +11,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/berth-sh/berth/envd/envdproto"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // keepaliveHeader carries the client's wish for keepalive events, in seconds.
@@ -68,7 +69,7 @@ func (s *Server) handleStart(ctx context.Context, req *connect.Request[envdproto
 		s.opts.OnStart()
 	}
 	if !s.procs.add(p) {
-		_ = bp.Signal(context.WithoutCancel(ctx), types.SIGKILL)
+		_ = bp.Signal(context.WithoutCancel(ctx), driver.SIGKILL)
 	}
 	go s.await(p)
 	return s.streamEvents(ctx, p, sub, keepaliveOf(req.Header()), func(ev *envdproto.ProcessEvent) error {
@@ -175,17 +176,17 @@ func (s *Server) handleSendSignal(ctx context.Context, req *connect.Request[envd
 	if p == nil {
 		return nil, errNoProcess(req.Msg.Process)
 	}
-	var sig types.Signal
+	var sig driver.Signal
 	switch req.Msg.Signal {
 	case envdproto.SignalSIGKILL:
-		sig = types.SIGKILL
+		sig = driver.SIGKILL
 	case envdproto.SignalSIGTERM:
-		sig = types.SIGTERM
+		sig = driver.SIGTERM
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %q is not supported", req.Msg.Signal))
 	}
 	if err := p.bp.Signal(ctx, sig); err != nil {
-		if types.ClassOf(err) == types.NotFound {
+		if errdefs.ClassOf(err) == errdefs.NotFound {
 			return nil, errNoProcess(req.Msg.Process)
 		}
 		return nil, rpcError(err)

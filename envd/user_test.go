@@ -14,7 +14,8 @@ import (
 
 	"github.com/berth-sh/berth/envd/envdproto"
 	"github.com/berth-sh/berth/internal/syncbuf"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestActingAsUser(t *testing.T) {
@@ -48,25 +49,25 @@ func TestActingAsUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Type != types.FileRegular || st.Size != 1 {
+	if st.Type != driver.FileRegular || st.Size != 1 {
 		t.Errorf("stat as nobody: %+v", st)
 	}
 	// Commands run as the client's user; HOME and USER follow it.
-	code, out, _, err := run(t, e.client, types.Command{Args: []string{"sh", "-c", `echo "$(id -u) $USER"`}})
+	code, out, _, err := run(t, e.client, driver.Command{Args: []string{"sh", "-c", `echo "$(id -u) $USER"`}})
 	if err != nil || code != 0 || out != fmt.Sprintf("%d nobody\n", uid) {
 		t.Fatalf("as nobody: %d %q %v", code, out, err)
 	}
 	// A command may name another user.
-	code, out, _, err = run(t, e.client, types.Command{Args: []string{"id", "-u"}, User: "root"})
+	code, out, _, err = run(t, e.client, driver.Command{Args: []string{"id", "-u"}, User: "root"})
 	if err != nil || code != 0 || out != "0\n" {
 		t.Fatalf("as root: %d %q %v", code, out, err)
 	}
 	// nobody may not write where only root may.
-	code, _, _, err = run(t, e.client, types.Command{Args: []string{"touch", "/root/berth-envd-test"}})
+	code, _, _, err = run(t, e.client, driver.Command{Args: []string{"touch", "/root/berth-envd-test"}})
 	if err != nil || code == 0 {
 		t.Fatalf("nobody wrote into /root: %d %v", code, err)
 	}
-	if _, err := e.client.Exec(ctxT(t), types.Command{Args: []string{"true"}, User: "no-such-user-berth"}); !errors.Is(err, types.ErrInvalidArgument) {
+	if _, err := e.client.Exec(ctxT(t), driver.Command{Args: []string{"true"}, User: "no-such-user-berth"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("unknown user: %v, want InvalidArgument", err)
 	}
 }
@@ -81,7 +82,7 @@ func TestConcurrentExecs(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var out syncbuf.Buffer
-			p, err := e.client.Exec(ctx, types.Command{Args: []string{"echo", strconv.Itoa(i)}, Stdout: &out})
+			p, err := e.client.Exec(ctx, driver.Command{Args: []string{"echo", strconv.Itoa(i)}, Stdout: &out})
 			if err != nil {
 				errs <- err
 				return
@@ -107,7 +108,7 @@ func TestRelativePathsAndDepth(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "rel", "a.txt")); err != nil || string(b) != "a" {
 		t.Fatalf("relative path not taken from the default dir: %q %v", b, err)
 	}
-	code, out, _, err := run(t, e.client, types.Command{Args: []string{"pwd"}})
+	code, out, _, err := run(t, e.client, driver.Command{Args: []string{"pwd"}})
 	if err != nil || code != 0 || out != dir+"\n" {
 		t.Fatalf("default cwd: %q %v", out, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // CommitSpec is a new image made of a stored image and one directory of
@@ -57,7 +57,7 @@ func (s *Store) Commit(ctx context.Context, c CommitSpec) (Image, error) {
 			return Image{}, err
 		}
 		if !isDir(dir) {
-			return Image{}, types.Errorf(types.NotFound, "commit %s: layer %s of the parent image %s is missing", r.Name(), d, c.Parent.Ref)
+			return Image{}, errdefs.Errorf(errdefs.NotFound, "commit %s: layer %s of the parent image %s is missing", r.Name(), d, c.Parent.Ref)
 		}
 	}
 	diffIDs := slices.Clone(c.Parent.DiffIDs)
@@ -88,7 +88,7 @@ func (s *Store) Commit(ctx context.Context, c CommitSpec) (Image, error) {
 // are elsewhere in the store.
 func commitError(ref string, err error) error {
 	var se *sourceError
-	if errors.As(err, &se) && types.ClassOf(err) == types.Unknown {
+	if errors.As(err, &se) && errdefs.ClassOf(err) == errdefs.Unknown {
 		err = se.err
 	}
 	return fmt.Errorf("commit %s: %w", ref, err)

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // commitParent imports a small rootfs to build on.
@@ -243,8 +243,8 @@ func TestCommitRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Commit(ctx, CommitSpec{Ref: "r:1", Parent: parent, Dir: redirected})
-	wantClass(t, err, types.NotSupported, "moved", redirectXattr)
-	if _, err := s.Resolve(ctx, "r:1"); types.ClassOf(err) != types.NotFound {
+	wantClass(t, err, errdefs.NotSupported, "moved", redirectXattr)
+	if _, err := s.Resolve(ctx, "r:1"); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Errorf("a refused commit was recorded: %v", err)
 	}
 	if n := len(layerDirs(t, s)); n != 1 {
@@ -254,8 +254,8 @@ func TestCommitRefusals(t *testing.T) {
 	gone := parent
 	gone.DiffIDs = append(slices.Clone(parent.DiffIDs), "sha256:"+string(bytes.Repeat([]byte("ab"), 32)))
 	_, err = s.Commit(ctx, CommitSpec{Ref: "r:2", Parent: gone, Dir: t.TempDir()})
-	wantClass(t, err, types.NotFound, "missing")
+	wantClass(t, err, errdefs.NotFound, "missing")
 
 	_, err = s.Commit(ctx, CommitSpec{Ref: "UPPER:bad", Parent: parent})
-	wantClass(t, err, types.InvalidArgument)
+	wantClass(t, err, errdefs.InvalidArgument)
 }

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/dirfd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Overlayfs xattrs that mean the upper directory alone does not say what a
@@ -202,7 +202,7 @@ func (lw *layerWriter) xattrs(d *dirfd.Dir, name, p string) (map[string]string, 
 	for _, x := range names {
 		switch {
 		case x == redirectXattr, x == metacopyXattr:
-			return nil, types.Errorf(types.NotSupported, "layer entry %s: overlayfs %s (a redirect_dir or metacopy mount) cannot be committed as a layer", p, x)
+			return nil, errdefs.Errorf(errdefs.NotSupported, "layer entry %s: overlayfs %s (a redirect_dir or metacopy mount) cannot be committed as a layer", p, x)
 		case x == "security.capability", strings.HasPrefix(x, "user."):
 			v, err := d.GetXattr(name, x)
 			if err != nil {

@@ -11,7 +11,8 @@ import (
 
 	"code.dny.dev/ssrf"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // A guarded pull (PullOptions.Policy) is one a remote client aimed: each
@@ -54,7 +55,7 @@ func (e *refusedError) Error() string {
 // the name again: an answer that changes between a check and a connect
 // (DNS rebinding) has no second lookup to change.
 type dialGuard struct {
-	policy   *types.PullPolicy
+	policy   *driver.PullPolicy
 	resolver *net.Resolver
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -73,7 +74,7 @@ func (g *dialGuard) DialContext(ctx context.Context, network, addr string) (net.
 	}
 	for _, ip := range ips { // one bad address refuses the name: no public registry has one
 		if err := checkAddr(ip); err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "%w", &refusedError{host: host, addr: ip, why: err})
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%w", &refusedError{host: host, addr: ip, why: err})
 		}
 	}
 	var errs []error
@@ -110,10 +111,10 @@ func (g *dialGuard) lookup(ctx context.Context, network, host string) ([]netip.A
 // guard has to see), every dial through a dialGuard, and plain HTTP only
 // to the policy's registries and the store's InsecureRegistries. The
 // caller closes its idle connections when the pull ends.
-func (s *Store) guardedTransport(p *types.PullPolicy) (*http.Transport, http.RoundTripper, error) {
+func (s *Store) guardedTransport(p *driver.PullPolicy) (*http.Transport, http.RoundTripper, error) {
 	base, ok := s.base.(*http.Transport)
 	if !ok {
-		return nil, nil, types.Errorf(types.NotSupported, "a client's pull needs the store's transport to be an *http.Transport, to guard its dials; it is %T", s.base)
+		return nil, nil, errdefs.Errorf(errdefs.NotSupported, "a client's pull needs the store's transport to be an *http.Transport, to guard its dials; it is %T", s.base)
 	}
 	t := base.Clone()
 	dial := t.DialContext
@@ -144,7 +145,7 @@ func hostPort(hostport, defaultPort string) (string, string) {
 // Detail.
 type PullError struct {
 	Ref    string
-	Class  types.Class
+	Class  errdefs.Class
 	Detail error
 	why    string
 }
@@ -160,7 +161,7 @@ func (e *PullError) Unwrap() []error {
 
 // clientError turns a guarded pull's error into a PullError.
 func clientError(ref string, err error) error {
-	pe := &PullError{Ref: ref, Class: types.ClassOf(err), Detail: err}
+	pe := &PullError{Ref: ref, Class: errdefs.ClassOf(err), Detail: err}
 	var re *refusedError
 	switch {
 	case errors.As(err, &re):
@@ -173,14 +174,14 @@ func clientError(ref string, err error) error {
 	return pe
 }
 
-var classWhy = map[types.Class]string{
-	types.Unknown:           "failed",
-	types.NotFound:          "the registry has no such image",
-	types.Unauthenticated:   "the registry refused access (this server holds no credentials for it)",
-	types.ResourceExhausted: "the registry is limiting requests; try again later",
-	types.Unavailable:       "the registry could not be reached, or failed",
-	types.DeadlineExceeded:  "timed out",
-	types.NotSupported:      "refused: plain HTTP is allowed only to registries this server allows",
-	types.InvalidArgument:   "the image is not valid",
-	types.AlreadyExists:     "failed",
+var classWhy = map[errdefs.Class]string{
+	errdefs.Unknown:           "failed",
+	errdefs.NotFound:          "the registry has no such image",
+	errdefs.Unauthenticated:   "the registry refused access (this server holds no credentials for it)",
+	errdefs.ResourceExhausted: "the registry is limiting requests; try again later",
+	errdefs.Unavailable:       "the registry could not be reached, or failed",
+	errdefs.DeadlineExceeded:  "timed out",
+	errdefs.NotSupported:      "refused: plain HTTP is allowed only to registries this server allows",
+	errdefs.InvalidArgument:   "the image is not valid",
+	errdefs.AlreadyExists:     "failed",
 }

@@ -15,7 +15,8 @@ import (
 
 	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // dialRecorder is the store's dialer in the guard's tests: it records
@@ -83,8 +84,8 @@ func wantRefused(t *testing.T, ref string, err error) {
 	t.Helper()
 	var pe *PullError
 	want := "pull " + ref + ": refused: the registry's address is not public (loopback, private, link-local or metadata) and this server does not allow that registry"
-	if !errors.As(err, &pe) || types.ClassOf(err) != types.InvalidArgument || err.Error() != want {
-		t.Fatalf("pull %s: got %v (%T, class %v); want %q", ref, err, err, types.ClassOf(err), want)
+	if !errors.As(err, &pe) || errdefs.ClassOf(err) != errdefs.InvalidArgument || err.Error() != want {
+		t.Fatalf("pull %s: got %v (%T, class %v); want %q", ref, err, err, errdefs.ClassOf(err), want)
 	}
 }
 
@@ -141,7 +142,7 @@ func TestAttackPullInternalAddresses(t *testing.T) {
 		"metadata.test/x:1", "mixed.test/x:1", "ula.test/x:1",
 	}
 	for _, ref := range refs {
-		_, err := s.PullWith(context.Background(), ref, PullOptions{Policy: &types.PullPolicy{}})
+		_, err := s.PullWith(context.Background(), ref, PullOptions{Policy: &driver.PullPolicy{}})
 		wantRefused(t, ref, err)
 	}
 	if got := rec.seen(); len(got) != 0 {
@@ -170,7 +171,7 @@ func TestAttackPullDNSRebinding(t *testing.T) {
 	reg := "rebind.test:" + port
 	s, rec := recordedStore(t, dns, Options{InsecureRegistries: []string{reg}})
 	for range 2 {
-		_, err := s.PullWith(context.Background(), reg+"/x:1", PullOptions{Policy: &types.PullPolicy{}})
+		_, err := s.PullWith(context.Background(), reg+"/x:1", PullOptions{Policy: &driver.PullPolicy{}})
 		if err == nil || strings.Contains(err.Error(), svc.Marker) {
 			t.Fatalf("pull: %v", err)
 		}
@@ -200,7 +201,7 @@ func TestAttackPullRedirect(t *testing.T) {
 			svc := testimage.ServeInternal(t, "INTERNAL-SECRET-77aa")
 			reg := testimage.ServeRedirecting(t, map[string]v1.Image{"x:1": img}, scheme+"://"+svc.Addr)
 			s := newStore(t)
-			_, err := s.PullWith(context.Background(), reg+"/x:1", PullOptions{Policy: &types.PullPolicy{Allow: []string{reg}}})
+			_, err := s.PullWith(context.Background(), reg+"/x:1", PullOptions{Policy: &driver.PullPolicy{Allow: []string{reg}}})
 			var pe *PullError
 			if !errors.As(err, &pe) || strings.Contains(err.Error(), svc.Marker) || strings.Contains(err.Error(), svc.Addr) {
 				t.Fatalf("pull: %v", err)
@@ -225,24 +226,24 @@ func TestGuardedPullAllowedRegistry(t *testing.T) {
 	host, _, _ := net.SplitHostPort(reg)
 	for _, allow := range [][]string{{reg}, {host}, {"other.example", reg}} {
 		s := newStore(t)
-		img, err := s.PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &types.PullPolicy{Allow: allow}})
+		img, err := s.PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &driver.PullPolicy{Allow: allow}})
 		if err != nil {
 			t.Fatalf("allow %v: %v", allow, err)
 		}
 		checkBusybox(t, img)
 	}
 	for _, allow := range [][]string{nil, {host + ":1"}, {"localhost"}} {
-		_, err := newStore(t).PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &types.PullPolicy{Allow: allow}})
+		_, err := newStore(t).PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &driver.PullPolicy{Allow: allow}})
 		wantRefused(t, reg+"/busybox:1", err)
 	}
-	if _, err := newStore(t).PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &types.PullPolicy{Allow: []string{"a/b"}}}); types.ClassOf(err) != types.InvalidArgument {
+	if _, err := newStore(t).PullWith(context.Background(), reg+"/busybox:1", PullOptions{Policy: &driver.PullPolicy{Allow: []string{"a/b"}}}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a bad Allow entry: %v", err)
 	}
 
 	svc := testimage.ServeInternal(t, "REGISTRY-BODY-5f3e")
-	_, err := newStore(t).PullWith(context.Background(), svc.Addr+"/x:1", PullOptions{Policy: &types.PullPolicy{Allow: []string{svc.Addr}}})
+	_, err := newStore(t).PullWith(context.Background(), svc.Addr+"/x:1", PullOptions{Policy: &driver.PullPolicy{Allow: []string{svc.Addr}}})
 	var pe *PullError
-	if !errors.As(err, &pe) || types.ClassOf(err) != types.Unauthenticated || strings.Contains(err.Error(), svc.Marker) {
+	if !errors.As(err, &pe) || errdefs.ClassOf(err) != errdefs.Unauthenticated || strings.Contains(err.Error(), svc.Marker) {
 		t.Fatalf("allowed registry answering 403: %v", err)
 	}
 	if !strings.Contains(pe.Detail.Error(), svc.Marker) {
@@ -262,8 +263,8 @@ func TestGuardedPullNeedsHTTPTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.PullWith(context.Background(), "example.com/x:1", PullOptions{Policy: &types.PullPolicy{}})
-	wantClass(t, err, types.NotSupported, "*http.Transport")
+	_, err = s.PullWith(context.Background(), "example.com/x:1", PullOptions{Policy: &driver.PullPolicy{}})
+	wantClass(t, err, errdefs.NotSupported, "*http.Transport")
 	if base.n != 0 {
 		t.Errorf("%d requests went out", base.n)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Kinds of tarball Import understands.
@@ -60,7 +60,7 @@ func (s *Store) Import(ctx context.Context, ref, file string) (Image, error) {
 func (s *Store) importFile(ctx context.Context, r name.Reference, file string) (Image, error) {
 	if _, err := os.Stat(file); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Image{}, types.Errorf(types.NotFound, "no such file")
+			return Image{}, errdefs.Errorf(errdefs.NotFound, "no such file")
 		}
 		return Image{}, err
 	}
@@ -91,7 +91,7 @@ func (s *Store) importFile(ctx context.Context, r name.Reference, file string) (
 		}
 	}
 	if err != nil {
-		return Image{}, classifyLayerError(err, types.InvalidArgument, fmt.Sprintf("corrupt %s", kind))
+		return Image{}, classifyLayerError(err, errdefs.InvalidArgument, fmt.Sprintf("corrupt %s", kind))
 	}
 	return img, nil
 }
@@ -139,10 +139,10 @@ func dockerImage(r name.Reference, open tarball.Opener) (v1.Image, error) {
 		for _, d := range m {
 			all = append(all, d.RepoTags...)
 		}
-		return nil, types.Errorf(types.InvalidArgument, "the archive holds %d images (%s); import one by its tag", len(m), strings.Join(all, ", "))
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "the archive holds %d images (%s); import one by its tag", len(m), strings.Join(all, ", "))
 	}
 	if tag != nil && !hasTag(m, *tag) {
-		return nil, types.Errorf(types.NotFound, "the archive has no image tagged %s", r.String())
+		return nil, errdefs.Errorf(errdefs.NotFound, "the archive has no image tagged %s", r.String())
 	}
 	img, err := tarball.Image(open, tag)
 	if err != nil {
@@ -178,7 +178,7 @@ func detect(file string) (archiveKind, error) {
 			break
 		}
 		if err != nil {
-			return 0, types.Errorf(types.InvalidArgument, "not a readable tar archive: %w", err)
+			return 0, errdefs.Errorf(errdefs.InvalidArgument, "not a readable tar archive: %w", err)
 		}
 		n++
 		switch path.Clean(strings.TrimPrefix(hdr.Name, "./")) {
@@ -190,7 +190,7 @@ func detect(file string) (archiveKind, error) {
 	}
 	switch {
 	case n == 0:
-		return 0, types.Errorf(types.InvalidArgument, "empty archive")
+		return 0, errdefs.Errorf(errdefs.InvalidArgument, "empty archive")
 	case docker:
 		return kindDocker, nil
 	case oci:
@@ -212,14 +212,14 @@ func openArchive(file string) (io.ReadCloser, error) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			f.Close()
-			return nil, types.Errorf(types.InvalidArgument, "bad gzip stream: %w", err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "bad gzip stream: %w", err)
 		}
 		return readCloser{zr, func() error { zr.Close(); return f.Close() }}, nil
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		zr, err := zstd.NewReader(br)
 		if err != nil {
 			f.Close()
-			return nil, types.Errorf(types.InvalidArgument, "bad zstd stream: %w", err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "bad zstd stream: %w", err)
 		}
 		return readCloser{zr, func() error { zr.Close(); return f.Close() }}, nil
 	}

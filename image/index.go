@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 const (
@@ -71,7 +71,7 @@ func (s *Store) readIndex() (*index, error) {
 		return nil, fmt.Errorf("image index %s is damaged: %w", filepath.Join(s.imagesDir, indexFile), err)
 	}
 	if idx.Version != indexVersion {
-		return nil, types.Errorf(types.NotSupported, "image index version %d; this berth reads version %d", idx.Version, indexVersion)
+		return nil, errdefs.Errorf(errdefs.NotSupported, "image index version %d; this berth reads version %d", idx.Version, indexVersion)
 	}
 	if idx.Images == nil {
 		idx.Images = map[string]Image{}
@@ -168,7 +168,7 @@ func lockFile(path string, how int) (unlock func(), err error) {
 func (s *Store) layerPath(d string) (string, error) {
 	hex, ok := strings.CutPrefix(d, "sha256:")
 	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
-		return "", types.Errorf(types.InvalidArgument, "layer diff ID %q is not a sha256 digest", d)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "layer diff ID %q is not a sha256 digest", d)
 	}
 	return filepath.Join(s.layersDir, hex), nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // layerSource is a layer to unpack.
@@ -77,7 +77,7 @@ func (s *Store) unpack(ctx context.Context, src layerSource) (diffID string, err
 		return "", err
 	}
 	if src.diffID != "" && res.diffID != src.diffID {
-		return "", types.Errorf(types.InvalidArgument, "layer %s: its content has digest %s", src.diffID, res.diffID)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "layer %s: its content has digest %s", src.diffID, res.diffID)
 	}
 	// The layer root is the root of every rootfs stacked on it.
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -106,14 +106,14 @@ func (s *Store) unpack(ctx context.Context, src layerSource) (diffID string, err
 
 // classifyLayerError classes a failure to unpack a layer that came from
 // where: a failure reading the stream becomes sourceClass, with what named.
-func classifyLayerError(err error, sourceClass types.Class, what string) error {
-	if err == nil || types.ClassOf(err) != types.Unknown ||
+func classifyLayerError(err error, sourceClass errdefs.Class, what string) error {
+	if err == nil || errdefs.ClassOf(err) != errdefs.Unknown ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	var se *sourceError
 	if errors.As(err, &se) {
-		return types.Errorf(sourceClass, "%s: %w", what, err)
+		return errdefs.Errorf(sourceClass, "%s: %w", what, err)
 	}
 	return err
 }

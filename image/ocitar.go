@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	btypes "github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // An OCI layout tarball is read in place, without unpacking it to disk
@@ -45,7 +45,7 @@ func (t tarBlobs) file(p string) (io.ReadCloser, error) {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			rc.Close()
-			return nil, btypes.Errorf(btypes.InvalidArgument, "%s is missing from the archive", p)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is missing from the archive", p)
 		}
 		if err != nil {
 			rc.Close()
@@ -72,12 +72,12 @@ func (t tarBlobs) small(p string, want *v1.Hash) ([]byte, error) {
 		return nil, &sourceError{err}
 	}
 	if len(b) > maxMetaBlob {
-		return nil, btypes.Errorf(btypes.InvalidArgument, "%s is larger than %d bytes", p, maxMetaBlob)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is larger than %d bytes", p, maxMetaBlob)
 	}
 	if want != nil {
 		sum := sha256.Sum256(b)
 		if want.Algorithm != "sha256" || hex.EncodeToString(sum[:]) != want.Hex {
-			return nil, btypes.Errorf(btypes.InvalidArgument, "%s does not match its digest", p)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s does not match its digest", p)
 		}
 	}
 	return b, nil
@@ -102,7 +102,7 @@ func ociImage(r name.Reference, blobs tarBlobs, platform v1.Platform) (v1.Image,
 	}
 	for depth := 0; desc.MediaType.IsIndex(); depth++ {
 		if depth > 4 {
-			return nil, "", btypes.Errorf(btypes.InvalidArgument, "image indexes nested too deep")
+			return nil, "", errdefs.Errorf(errdefs.InvalidArgument, "image indexes nested too deep")
 		}
 		b, err := blobs.small(blobPath(desc.Digest), &desc.Digest)
 		if err != nil {
@@ -117,7 +117,7 @@ func ociImage(r name.Reference, blobs tarBlobs, platform v1.Platform) (v1.Image,
 		}
 	}
 	if !desc.MediaType.IsImage() {
-		return nil, "", btypes.Errorf(btypes.InvalidArgument, "index entry %s is a %s, not an image", desc.Digest, desc.MediaType)
+		return nil, "", errdefs.Errorf(errdefs.InvalidArgument, "index entry %s is a %s, not an image", desc.Digest, desc.MediaType)
 	}
 	raw, err := blobs.small(blobPath(desc.Digest), &desc.Digest)
 	if err != nil {
@@ -152,7 +152,7 @@ func pickByRef(r name.Reference, ds []v1.Descriptor) (v1.Descriptor, error) {
 	if len(ds) == 1 {
 		return ds[0], nil
 	}
-	return v1.Descriptor{}, btypes.Errorf(btypes.InvalidArgument,
+	return v1.Descriptor{}, errdefs.Errorf(errdefs.InvalidArgument,
 		"the layout holds %d entries and none is named %s (names: %s)", len(ds), r.String(), strings.Join(named, ", "))
 }
 
@@ -165,7 +165,7 @@ func pickPlatform(ds []v1.Descriptor, want v1.Platform) (v1.Descriptor, error) {
 	if len(ds) == 1 && ds[0].Platform == nil {
 		return ds[0], nil
 	}
-	return v1.Descriptor{}, btypes.Errorf(btypes.NotFound, "the index has no image for %s", want.String())
+	return v1.Descriptor{}, errdefs.Errorf(errdefs.NotFound, "the index has no image for %s", want.String())
 }
 
 // ociTarImage is an image read from an OCI layout tarball.
@@ -192,7 +192,7 @@ func (i *ociTarImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) 
 			return &ociTarLayer{blobs: i.blobs, desc: d}, nil
 		}
 	}
-	return nil, btypes.Errorf(btypes.InvalidArgument, "manifest has no layer %s", h)
+	return nil, errdefs.Errorf(errdefs.InvalidArgument, "manifest has no layer %s", h)
 }
 
 // ociTarLayer is one layer blob in the archive. Its content is checked

@@ -16,7 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Layers unpacked at once by one pull: downloads overlap, and on the small
@@ -30,7 +31,7 @@ type PullOptions struct {
 	// is checked where it is dialled and refused unless its address is
 	// public or its registry allowed; plain HTTP goes only to allowed
 	// registries (and InsecureRegistries); a failure is a *PullError.
-	Policy *types.PullPolicy
+	Policy *driver.PullPolicy
 }
 
 // Pull returns the image ref, pulling it from its registry if the store
@@ -50,7 +51,7 @@ func (s *Store) PullWith(ctx context.Context, ref string, o PullOptions) (Image,
 	if err != nil {
 		return Image{}, err
 	}
-	if img, err := s.resolve(r); err == nil || !errors.Is(err, types.ErrNotFound) {
+	if img, err := s.resolve(r); err == nil || !errors.Is(err, errdefs.ErrNotFound) {
 		return img, err
 	}
 	rt := s.transport
@@ -146,11 +147,11 @@ func (s *Store) add(ctx context.Context, key string, img v1.Image, digest string
 // remoteError classes a registry failure and names the reference.
 func remoteError(r name.Reference, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		types.ClassOf(err) != types.Unknown {
+		errdefs.ClassOf(err) != errdefs.Unknown {
 		return fmt.Errorf("pull %s: %w", r.String(), err)
 	}
 	redactURLs(err)
-	class := types.Unknown
+	class := errdefs.Unknown
 	var te *transport.Error
 	var ne net.Error
 	var ue *url.Error
@@ -159,36 +160,36 @@ func remoteError(r name.Reference, err error) error {
 	case errors.As(err, &te):
 		class = statusClass(te)
 	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &se):
-		class = types.Unavailable
+		class = errdefs.Unavailable
 	}
-	if class == types.Unknown {
+	if class == errdefs.Unknown {
 		return fmt.Errorf("pull %s: %w", r.String(), err)
 	}
-	return types.Errorf(class, "pull %s: %w", r.String(), err)
+	return errdefs.Errorf(class, "pull %s: %w", r.String(), err)
 }
 
-func statusClass(te *transport.Error) types.Class {
+func statusClass(te *transport.Error) errdefs.Class {
 	for _, d := range te.Errors {
 		switch d.Code {
 		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
-			return types.NotFound
+			return errdefs.NotFound
 		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-			return types.Unauthenticated
+			return errdefs.Unauthenticated
 		case transport.TooManyRequestsErrorCode:
-			return types.ResourceExhausted
+			return errdefs.ResourceExhausted
 		}
 	}
 	switch {
 	case te.StatusCode == http.StatusNotFound:
-		return types.NotFound
+		return errdefs.NotFound
 	case te.StatusCode == http.StatusUnauthorized, te.StatusCode == http.StatusForbidden:
-		return types.Unauthenticated
+		return errdefs.Unauthenticated
 	case te.StatusCode == http.StatusTooManyRequests:
-		return types.ResourceExhausted
+		return errdefs.ResourceExhausted
 	case te.StatusCode >= 500:
-		return types.Unavailable
+		return errdefs.Unavailable
 	}
-	return types.Unknown
+	return errdefs.Unknown
 }
 
 // redactURLs drops query strings from URLs in err: blob downloads are
@@ -249,7 +250,7 @@ func (g *httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if rule == "" {
 			rule = "only loopback registries and Options.InsecureRegistries may use it"
 		}
-		return nil, types.Errorf(types.NotSupported, "plain HTTP to %s refused: %s", req.URL.Host, rule)
+		return nil, errdefs.Errorf(errdefs.NotSupported, "plain HTTP to %s refused: %s", req.URL.Host, rule)
 	}
 	return g.base.RoundTrip(req)
 }

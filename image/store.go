@@ -18,7 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Image is an image in the store, ready to be stacked into a rootfs.
@@ -109,7 +110,7 @@ type Store struct {
 // Open opens (creating if needed) the image store in stateDir.
 func Open(stateDir string, opts Options) (*Store, error) {
 	if stateDir == "" {
-		return nil, types.Errorf(types.InvalidArgument, "image store: no state directory")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "image store: no state directory")
 	}
 	plat := fmt.Sprintf("linux/%s", runtime.GOARCH)
 	if opts.Platform != "" {
@@ -117,7 +118,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	}
 	p, err := v1.ParsePlatform(plat)
 	if err != nil || p.OS == "" || p.Architecture == "" {
-		return nil, types.Errorf(types.InvalidArgument, "image store: platform %q: want os/arch[/variant]", plat)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "image store: platform %q: want os/arch[/variant]", plat)
 	}
 	s := &Store{
 		imagesDir: filepath.Join(stateDir, "images"),
@@ -156,15 +157,15 @@ func (s *Store) parse(ref string) (name.Reference, error) { return s.parseFor(re
 
 // parseFor is parse for a pull under policy p, whose registries may use
 // plain HTTP too.
-func (s *Store) parseFor(ref string, p *types.PullPolicy) (name.Reference, error) {
+func (s *Store) parseFor(ref string, p *driver.PullPolicy) (name.Reference, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "image reference %q: %w", ref, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "image reference %q: %w", ref, err)
 	}
 	reg := r.Context().RegistryStr()
 	if isLoopback(reg) || s.insecure[reg] || p.Allows(hostPort(reg, "443")) {
 		if r, err = name.ParseReference(ref, name.Insecure); err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "image reference %q: %w", ref, err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "image reference %q: %w", ref, err)
 		}
 	}
 	return r, nil
@@ -187,7 +188,7 @@ func (s *Store) resolve(r name.Reference) (Image, error) {
 	}
 	rec, ok := idx.lookup(r)
 	if !ok {
-		return Image{}, types.Errorf(types.NotFound, "image %q is not in the store; pull or import it", r.String())
+		return Image{}, errdefs.Errorf(errdefs.NotFound, "image %q is not in the store; pull or import it", r.String())
 	}
 	img, err := s.withLayers(rec)
 	if err != nil {
@@ -195,7 +196,7 @@ func (s *Store) resolve(r name.Reference) (Image, error) {
 	}
 	for i, dir := range img.Layers {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return Image{}, types.Errorf(types.NotFound, "image %q: layer %s is missing; pull or import it again", r.String(), img.DiffIDs[i])
+			return Image{}, errdefs.Errorf(errdefs.NotFound, "image %q: layer %s is missing; pull or import it again", r.String(), img.DiffIDs[i])
 		}
 	}
 	return img, nil
@@ -242,7 +243,7 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 	err = s.updateIndex(func(idx *index) error {
 		rec, ok := idx.lookup(r)
 		if !ok {
-			return types.Errorf(types.NotFound, "image %q is not in the store", r.String())
+			return errdefs.Errorf(errdefs.NotFound, "image %q is not in the store", r.String())
 		}
 		delete(idx.Images, rec.Ref)
 		removed = true

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func newStore(t testing.TB) *Store {
@@ -42,12 +42,12 @@ func layerDirs(t testing.TB, s *Store) []string {
 	return out
 }
 
-func wantClass(t testing.TB, err error, class types.Class, mentions ...string) {
+func wantClass(t testing.TB, err error, class errdefs.Class, mentions ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %v", class)
 	}
-	if got := types.ClassOf(err); got != class {
+	if got := errdefs.ClassOf(err); got != class {
 		t.Fatalf("error class %v, want %v: %v", got, class, err)
 	}
 	for _, m := range mentions {
@@ -154,7 +154,7 @@ func TestPullUnknownImage(t *testing.T) {
 	host := testimage.Serve(t, nil)
 	s := newStore(t)
 	_, err := s.Pull(context.Background(), host+"/nothing:here")
-	wantClass(t, err, types.NotFound, "nothing:here")
+	wantClass(t, err, errdefs.NotFound, "nothing:here")
 	if d := layerDirs(t, s); len(d) != 0 {
 		t.Errorf("left behind: %v", d)
 	}
@@ -163,9 +163,9 @@ func TestPullUnknownImage(t *testing.T) {
 func TestResolveUnknown(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Resolve(context.Background(), "example.com/not/pulled:v1")
-	wantClass(t, err, types.NotFound, "example.com/not/pulled:v1")
+	wantClass(t, err, errdefs.NotFound, "example.com/not/pulled:v1")
 	_, err = s.Resolve(context.Background(), "Bad Ref!")
-	wantClass(t, err, types.InvalidArgument, "Bad Ref!")
+	wantClass(t, err, errdefs.InvalidArgument, "Bad Ref!")
 }
 
 type countingTransport struct{ n int }
@@ -192,7 +192,7 @@ func TestPlainHTTPOnlyForLoopback(t *testing.T) {
 			t.Errorf("plain HTTP to %s: sent %v, err %v; want sent %v", host, sent, err, ok)
 		}
 		if !ok {
-			wantClass(t, err, types.NotSupported, host)
+			wantClass(t, err, errdefs.NotSupported, host)
 		}
 		// HTTPS always goes through.
 		req, _ = http.NewRequest("GET", "https://"+host+"/v2/", nil)
@@ -350,7 +350,7 @@ func TestImportPicksTaggedImage(t *testing.T) {
 				}
 			}
 			_, err := s.Import(ctx, "example.com/two:c", file)
-			if types.ClassOf(err) != types.NotFound && types.ClassOf(err) != types.InvalidArgument {
+			if errdefs.ClassOf(err) != errdefs.NotFound && errdefs.ClassOf(err) != errdefs.InvalidArgument {
 				t.Errorf("import of a tag the archive lacks: %v", err)
 			}
 			if err == nil || !strings.Contains(err.Error(), file) {
@@ -385,7 +385,7 @@ func TestImportCorrupt(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			s := newStore(t)
 			_, err := s.Import(ctx, "example.com/corrupt:v1", file)
-			wantClass(t, err, types.InvalidArgument, file)
+			wantClass(t, err, errdefs.InvalidArgument, file)
 			if d := layerDirs(t, s); len(d) != 0 {
 				t.Errorf("left behind: %v", d)
 			}
@@ -396,7 +396,7 @@ func TestImportCorrupt(t *testing.T) {
 	}
 	s := newStore(t)
 	_, err := s.Import(ctx, "example.com/missing:v1", filepath.Join(dir, "no-such.tar"))
-	wantClass(t, err, types.NotFound, "no-such.tar")
+	wantClass(t, err, errdefs.NotFound, "no-such.tar")
 }
 
 func TestPullLayerNotMatchingDiffID(t *testing.T) {
@@ -414,7 +414,7 @@ func TestPullLayerNotMatchingDiffID(t *testing.T) {
 	host := testimage.Serve(t, map[string]v1.Image{"liar:1": lying})
 	s := newStore(t)
 	_, err = s.Pull(ctx, host+"/liar:1")
-	wantClass(t, err, types.InvalidArgument, "liar:1", strings.Repeat("ab", 32))
+	wantClass(t, err, errdefs.InvalidArgument, "liar:1", strings.Repeat("ab", 32))
 	if d := layerDirs(t, s); len(d) != 0 {
 		t.Errorf("left behind: %v", d)
 	}
@@ -452,8 +452,8 @@ func TestListAndRemove(t *testing.T) {
 		t.Errorf("shared base layer removed: %v", err)
 	}
 	_, err = s.Resolve(ctx, host+"/a:1")
-	wantClass(t, err, types.NotFound, "a:1")
-	wantClass(t, s.Remove(ctx, host+"/a:1"), types.NotFound, "a:1")
+	wantClass(t, err, errdefs.NotFound, "a:1")
+	wantClass(t, s.Remove(ctx, host+"/a:1"), errdefs.NotFound, "a:1")
 	if _, err := s.Resolve(ctx, host+"/b:1"); err != nil {
 		t.Errorf("b after removing a: %v", err)
 	}
@@ -479,7 +479,7 @@ func TestPullRepairsMissingLayer(t *testing.T) {
 	}
 	os.RemoveAll(img.Layers[0])
 	_, err = s.Resolve(ctx, host+"/busybox:1")
-	wantClass(t, err, types.NotFound, img.DiffIDs[0])
+	wantClass(t, err, errdefs.NotFound, img.DiffIDs[0])
 	if img, err = s.Pull(ctx, host+"/busybox:1"); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/dirfd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Whiteout names from the OCI image spec, and their overlayfs forms.
@@ -40,7 +40,7 @@ func (e *sourceError) Unwrap() error { return e.err }
 // unsafeEntry reports a layer entry that would write outside the layer or
 // through a link; it is always InvalidArgument and names the entry.
 func unsafeEntry(name, why string) error {
-	return types.Errorf(types.InvalidArgument, "layer entry %q: %s", name, why)
+	return errdefs.Errorf(errdefs.InvalidArgument, "layer entry %q: %s", name, why)
 }
 
 // node is what the unpacker knows it has created at a path. The temporary
@@ -530,9 +530,9 @@ func keptXattrs(hdr *tar.Header) []xattr {
 func fsError(name string, err error) error {
 	switch {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return types.Errorf(types.ResourceExhausted, "layer entry %q: %w", name, err)
+		return errdefs.Errorf(errdefs.ResourceExhausted, "layer entry %q: %w", name, err)
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return types.Errorf(types.InvalidArgument, "layer entry %q: %w", name, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "layer entry %q: %w", name, err)
 	}
 	return fmt.Errorf("layer entry %q: %w", name, err)
 }

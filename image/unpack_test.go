@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 type E = testimage.Entry
@@ -82,7 +82,7 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 			s := newStore(t)
 			file := testimage.WriteTar(t, c.entries...)
 			_, err := s.Import(ctx, "example.com/evil:"+c.name, file)
-			wantClass(t, err, types.InvalidArgument, file, c.mention)
+			wantClass(t, err, errdefs.InvalidArgument, file, c.mention)
 			assertNothingLeft(t, s, outside)
 		})
 	}
@@ -92,7 +92,7 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 		host := testimage.Serve(t, map[string]v1.Image{"evil:1": testimage.Image(t, v1.Config{}, layer)})
 		s := newStore(t)
 		_, err := s.Pull(ctx, host+"/evil:1")
-		wantClass(t, err, types.InvalidArgument, "evil:1", "lnk/pwned")
+		wantClass(t, err, errdefs.InvalidArgument, "evil:1", "lnk/pwned")
 		assertNothingLeft(t, s, outside)
 	})
 	// A malicious layer on top of a good one: the good one may stay (it
@@ -103,7 +103,7 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 		host := testimage.Serve(t, map[string]v1.Image{"evil:2": testimage.Image(t, v1.Config{}, good, bad)})
 		s := newStore(t)
 		_, err := s.Pull(ctx, host+"/evil:2")
-		wantClass(t, err, types.InvalidArgument, "../pwned")
+		wantClass(t, err, errdefs.InvalidArgument, "../pwned")
 		for _, d := range layerDirs(t, s) {
 			if strings.HasPrefix(d, ".") {
 				t.Errorf("temporary dir left: %s", d)

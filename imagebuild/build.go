@@ -22,7 +22,7 @@ import (
 	"github.com/berth-sh/berth/dockerfile"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Repository is the repository built images are stored under.
@@ -47,13 +47,13 @@ type Host interface {
 	Image(ctx context.Context, ref string) (image.Image, error)
 	// Start starts the sandbox a build's steps run in (spec: the base
 	// image, as root, with the build Spec's network and resources).
-	Start(ctx context.Context, spec types.Spec) (Sandbox, error)
+	Start(ctx context.Context, spec driver.Spec) (Sandbox, error)
 }
 
 // Sandbox is a build's sandbox as its host runs it.
 type Sandbox interface {
 	// Exec starts a RUN step's command.
-	Exec(ctx context.Context, cmd types.Command) (driver.Process, error)
+	Exec(ctx context.Context, cmd driver.Command) (driver.Process, error)
 	// Rootfs is the host path of the sandbox's root file system.
 	Rootfs() string
 	// KillStrays ends every process of the sandbox but its init, and
@@ -106,11 +106,11 @@ func (b *Builder) log() *slog.Logger {
 }
 
 // Build returns the image of spec.Build, building it unless it is stored.
-func (bd *Builder) Build(ctx context.Context, spec types.Spec) (image.Image, error) {
+func (bd *Builder) Build(ctx context.Context, spec driver.Spec) (image.Image, error) {
 	b := spec.Build
 	croot, err := os.OpenRoot(b.ContextDir)
 	if err != nil {
-		return image.Image{}, types.Errorf(types.InvalidArgument, "build context: %v", err)
+		return image.Image{}, errdefs.Errorf(errdefs.InvalidArgument, "build context: %v", err)
 	}
 	defer croot.Close()
 	dfName := b.Dockerfile
@@ -164,10 +164,10 @@ const maxDockerfile = 1 << 20
 func readContextFile(root *os.Root, name string) ([]byte, error) {
 	f, err := root.Open(filepath.ToSlash(filepath.Clean(name)))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, types.Errorf(types.InvalidArgument, "build context has no %s", name)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "build context has no %s", name)
 	}
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "build context: %s: %v", name, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "build context: %s: %v", name, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxDockerfile+1))
@@ -175,7 +175,7 @@ func readContextFile(root *os.Root, name string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	if len(b) > maxDockerfile {
-		return nil, types.Errorf(types.InvalidArgument, "%s is larger than %d bytes", name, maxDockerfile)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is larger than %d bytes", name, maxDockerfile)
 	}
 	return b, nil
 }
@@ -204,7 +204,7 @@ func buildKey(root *os.Root, f *dockerfile.File, base image.Image, df []byte, ar
 		for _, s := range srcs {
 			fmt.Fprintf(h, "\nline %d source %q\n", in.Line, s)
 			if err := hashSource(h, root, s); err != nil {
-				return "", stepErr(in, types.InvalidArgument, "%v", err)
+				return "", stepErr(in, errdefs.InvalidArgument, "%v", err)
 			}
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth/dockerfile"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // The build context is read through an os.Root on its directory, so no
@@ -39,23 +39,23 @@ func sources(root *os.Root, in dockerfile.Instruction) ([]string, error) {
 		rel := rootRel(strings.TrimPrefix(path.Clean("/"+src), "/"))
 		dir, pattern := path.Split(rel)
 		if strings.ContainsAny(dir, "*?[") {
-			return nil, stepErr(in, types.NotSupported, "source %q: wildcards are supported in the last path element only", src)
+			return nil, stepErr(in, errdefs.NotSupported, "source %q: wildcards are supported in the last path element only", src)
 		}
 		if !strings.ContainsAny(pattern, "*?[") {
 			out = append(out, rel)
 			continue
 		}
 		if _, err := path.Match(pattern, ""); err != nil {
-			return nil, stepErr(in, types.InvalidArgument, "source %q: %v", src, err)
+			return nil, stepErr(in, errdefs.InvalidArgument, "source %q: %v", src, err)
 		}
 		d, err := root.Open(rootRel(path.Clean(dir)))
 		if err != nil {
-			return nil, stepErr(in, types.InvalidArgument, "source %q: %v", src, err)
+			return nil, stepErr(in, errdefs.InvalidArgument, "source %q: %v", src, err)
 		}
 		names, err := d.Readdirnames(-1)
 		d.Close()
 		if err != nil {
-			return nil, stepErr(in, types.InvalidArgument, "source %q: %v", src, err)
+			return nil, stepErr(in, errdefs.InvalidArgument, "source %q: %v", src, err)
 		}
 		slices.Sort(names)
 		n := len(out)
@@ -65,7 +65,7 @@ func sources(root *os.Root, in dockerfile.Instruction) ([]string, error) {
 			}
 		}
 		if len(out) == n {
-			return nil, stepErr(in, types.InvalidArgument, "source %q matches no file in the build context", src)
+			return nil, stepErr(in, errdefs.InvalidArgument, "source %q matches no file in the build context", src)
 		}
 	}
 	return out, nil
@@ -86,10 +86,10 @@ func walkContext(root *os.Root, rel string, fn func(ctxEntry) error) error {
 	fi, err := root.Stat(rootRel(rel))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return types.Errorf(types.InvalidArgument, "%s: no such file in the build context", rel)
+			return errdefs.Errorf(errdefs.InvalidArgument, "%s: no such file in the build context", rel)
 		}
 		// os.Root refuses a symlink that leads out of the context.
-		return types.Errorf(types.InvalidArgument, "%s is outside the build context or unreadable (%v)", rel, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s is outside the build context or unreadable (%v)", rel, err)
 	}
 	return walkEntry(root, ctxEntry{rel: rel, info: fi}, fn)
 }
@@ -98,20 +98,20 @@ func walkEntry(root *os.Root, e ctxEntry, fn func(ctxEntry) error) error {
 	switch {
 	case e.info.Mode()&fs.ModeSymlink != 0:
 		if err := hosttar.CheckSymlink(e.rel, e.link); err != nil {
-			return types.Errorf(types.InvalidArgument, "symlink %s -> %s points outside the build context", e.rel, e.link)
+			return errdefs.Errorf(errdefs.InvalidArgument, "symlink %s -> %s points outside the build context", e.rel, e.link)
 		}
 		return fn(e)
 	case e.info.Mode().IsRegular():
 		return fn(e)
 	case !e.info.IsDir():
-		return types.Errorf(types.InvalidArgument, "%s is a %v; only files, directories and symlinks can be copied", e.rel, e.info.Mode().Type())
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s is a %v; only files, directories and symlinks can be copied", e.rel, e.info.Mode().Type())
 	}
 	if err := fn(e); err != nil {
 		return err
 	}
 	d, err := root.Open(rootRel(e.rel))
 	if err != nil {
-		return types.Errorf(types.InvalidArgument, "%s: %v", e.rel, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s: %v", e.rel, err)
 	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
@@ -168,6 +168,6 @@ func hashSource(h hash.Hash, root *os.Root, rel string) error {
 }
 
 // stepErr is an error of one Dockerfile instruction, naming its line.
-func stepErr(in dockerfile.Instruction, c types.Class, format string, args ...any) error {
-	return types.Errorf(c, "Dockerfile:%d: %s: %s", in.Line, in.Cmd, fmt.Sprintf(format, args...))
+func stepErr(in dockerfile.Instruction, c errdefs.Class, format string, args ...any) error {
+	return errdefs.Errorf(c, "Dockerfile:%d: %s: %s", in.Line, in.Cmd, fmt.Sprintf(format, args...))
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/berth-sh/berth/dockerfile"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/passwd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // copy runs COPY or ADD: context files to a destination in the sandbox,
@@ -48,15 +48,15 @@ func (b *builder) copy(ctx context.Context, st *buildState, croot *os.Root, in d
 			return err
 		}
 		if err := b.copySource(ctx, croot, in, src, dest, intoDir, o); err != nil {
-			if types.ClassOf(err) == types.Unknown {
-				return stepErr(in, types.InvalidArgument, "%s: %v", src, err)
+			if errdefs.ClassOf(err) == errdefs.Unknown {
+				return stepErr(in, errdefs.InvalidArgument, "%s: %v", src, err)
 			}
 			return err
 		}
 	}
 	for _, h := range in.Heredocs {
 		if err := b.copyHeredoc(h, dest, intoDir, o); err != nil {
-			return stepErr(in, types.InvalidArgument, "<<%s: %v", h.Name, err)
+			return stepErr(in, errdefs.InvalidArgument, "<<%s: %v", h.Name, err)
 		}
 	}
 	return nil
@@ -81,7 +81,7 @@ func (b *builder) copyHeredoc(h dockerfile.Heredoc, dest string, intoDir bool, o
 func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.Instruction, src, dest string, intoDir bool, o owner) error {
 	fi, err := croot.Stat(rootRel(src))
 	if err != nil {
-		return stepErr(in, types.InvalidArgument, "%s: %v", src, err)
+		return stepErr(in, errdefs.InvalidArgument, "%s: %v", src, err)
 	}
 	if in.Cmd == "ADD" && fi.Mode().IsRegular() {
 		done, err := b.addArchive(ctx, croot, in, src, dest)
@@ -145,7 +145,7 @@ func (b *builder) copyOwner(in dockerfile.Instruction) (owner, error) {
 	if v, ok := in.Flags["chmod"]; ok {
 		m, err := strconv.ParseUint(v, 8, 32)
 		if err != nil || m > 0o7777 {
-			return o, stepErr(in, types.InvalidArgument, "--chmod=%s: want an octal mode such as 0755", v)
+			return o, stepErr(in, errdefs.InvalidArgument, "--chmod=%s: want an octal mode such as 0755", v)
 		}
 		o.mode, o.hasMode = uint32(m), true
 	}
@@ -158,7 +158,7 @@ func (b *builder) copyOwner(in dockerfile.Instruction) (owner, error) {
 	if !numeric {
 		e, found := passwd.Lookup(b.readImageFile("etc/passwd"), name)
 		if name == "" || !found {
-			return o, stepErr(in, types.InvalidArgument, "--chown=%s: user %q is not in the image's /etc/passwd", v, name)
+			return o, stepErr(in, errdefs.InvalidArgument, "--chown=%s: user %q is not in the image's /etc/passwd", v, name)
 		}
 		uid = e.UID
 	}
@@ -167,7 +167,7 @@ func (b *builder) copyOwner(in dockerfile.Instruction) (owner, error) {
 		var ok bool
 		if gid, ok = passwd.ParseID(group); !ok {
 			if gid, ok = passwd.LookupGroup(b.readImageFile("etc/group"), group); !ok {
-				return o, stepErr(in, types.InvalidArgument, "--chown=%s: group %q is not in the image's /etc/group", v, group)
+				return o, stepErr(in, errdefs.InvalidArgument, "--chown=%s: group %q is not in the image's /etc/group", v, group)
 			}
 		}
 	}
@@ -212,7 +212,7 @@ func (b *builder) addArchive(ctx context.Context, croot *os.Root, in dockerfile.
 		defer zr.Close()
 		r = zr
 	case bytes.HasPrefix(magic, xzMagic):
-		return true, stepErr(in, types.NotSupported, "%s: xz archives are not extracted by this builder; use a plain, gzip, bzip2 or zstd tar", src)
+		return true, stepErr(in, errdefs.NotSupported, "%s: xz archives are not extracted by this builder; use a plain, gzip, bzip2 or zstd tar", src)
 	}
 	tr := tar.NewReader(r)
 	hdr, err := tr.Next()
@@ -223,7 +223,7 @@ func (b *builder) addArchive(ctx context.Context, croot *os.Root, in dockerfile.
 		return true, err
 	}
 	if err := b.tree.extract(ctx, dest, tr, hdr); err != nil {
-		return true, stepErr(in, types.InvalidArgument, "extract %s: %v", src, err)
+		return true, stepErr(in, errdefs.InvalidArgument, "extract %s: %v", src, err)
 	}
 	return true, nil
 }

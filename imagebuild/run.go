@@ -16,7 +16,8 @@ import (
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/internal/passwd"
 	"github.com/berth-sh/berth/internal/tailbuf"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // buildState is what the instructions so far have set.
@@ -85,7 +86,7 @@ func needsSandbox(f *dockerfile.File) bool {
 }
 
 // runBuild runs the instructions and commits the result as ref.
-func (bd *Builder) runBuild(ctx context.Context, spec types.Spec, croot *os.Root, f *dockerfile.File, base image.Image, ref, key string) (image.Image, error) {
+func (bd *Builder) runBuild(ctx context.Context, spec driver.Spec, croot *os.Root, f *dockerfile.File, base image.Image, ref, key string) (image.Image, error) {
 	st := newBuildState(base.Config)
 	var upper string
 	if needsSandbox(f) {
@@ -163,14 +164,14 @@ type builder struct {
 // startBuild makes the build's sandbox: the base image, as root, with the
 // Spec's network and resources, for no longer than the Spec's sandbox
 // would live.
-func (bd *Builder) startBuild(ctx context.Context, spec types.Spec, base image.Image, key string) (*builder, error) {
+func (bd *Builder) startBuild(ctx context.Context, spec driver.Spec, base image.Image, key string) (*builder, error) {
 	ttl := spec.TTL
 	if ttl <= 0 {
-		ttl = types.DefaultTTL
+		ttl = driver.DefaultTTL
 	}
 	res := spec.Resources
 	res.GPUs = 0
-	sb, err := bd.Host.Start(ctx, types.Spec{
+	sb, err := bd.Host.Start(ctx, driver.Spec{
 		Image: base.Ref, User: "root", Resources: res, Network: spec.Network, TTL: ttl,
 		Labels: map[string]string{SandboxLabel: key[:12]},
 	})
@@ -213,7 +214,7 @@ func (b *builder) step(ctx context.Context, st *buildState, croot *os.Root, in d
 	case "WORKDIR":
 		applyConfig(st, in)
 		if err := b.tree.mkdirAll(st.workDir, owner{mode: 0o755, hasMode: true}); err != nil {
-			return stepErr(in, types.InvalidArgument, "%v", err)
+			return stepErr(in, errdefs.InvalidArgument, "%v", err)
 		}
 		return nil
 	}
@@ -234,21 +235,21 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 	}
 	user, err := b.runUser(who)
 	if err != nil {
-		return stepErr(in, types.NotSupported, "%v", err)
+		return stepErr(in, errdefs.NotSupported, "%v", err)
 	}
 	for _, h := range in.Heredocs {
 		done, err := b.placeScript(ctx, h)
 		if err != nil {
-			return stepErr(in, types.ClassOf(err), "place the heredoc script: %v", err)
+			return stepErr(in, errdefs.ClassOf(err), "place the heredoc script: %v", err)
 		}
 		defer done()
 	}
 	out := &tailbuf.Buffer{Max: maxRunOutput}
 	w := io.MultiWriter(out, b.out) // b.out never fails
-	proc, err := b.sb.Exec(ctx, types.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: w, Stderr: w})
+	proc, err := b.sb.Exec(ctx, driver.Command{Args: in.Args, Env: st.runEnv(), Dir: st.dir(), User: user, Stdout: w, Stderr: w})
 	if err != nil {
-		if c := types.ClassOf(err); c == types.NotFound || c == types.InvalidArgument {
-			return stepErr(in, types.InvalidArgument, "%v", err)
+		if c := errdefs.ClassOf(err); c == errdefs.NotFound || c == errdefs.InvalidArgument {
+			return stepErr(in, errdefs.InvalidArgument, "%v", err)
 		}
 		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
@@ -257,7 +258,7 @@ func (b *builder) run(ctx context.Context, st *buildState, in dockerfile.Instruc
 		return fmt.Errorf("%s: RUN: %w", "Dockerfile:"+strconv.Itoa(in.Line), err)
 	}
 	if code != 0 {
-		return types.Errorf(types.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, tail(out))
+		return errdefs.Errorf(errdefs.InvalidArgument, "Dockerfile:%d: %s: exit status %d; output ends:\n%s", in.Line, shorten(in.Raw, 200), code, tail(out))
 	}
 	return nil
 }
@@ -269,12 +270,12 @@ func (b *builder) placeScript(ctx context.Context, h dockerfile.Heredoc) (done f
 	p := dockerfile.PipesDir + h.Name
 	sh := func(script string, stdin io.Reader) error {
 		out := &tailbuf.Buffer{Max: 512}
-		proc, err := b.sb.Exec(ctx, types.Command{Args: []string{"/bin/sh", "-c", script, "sh", p}, Stdin: stdin, Stdout: out, Stderr: out})
+		proc, err := b.sb.Exec(ctx, driver.Command{Args: []string{"/bin/sh", "-c", script, "sh", p}, Stdin: stdin, Stdout: out, Stderr: out})
 		if err != nil {
 			return err
 		}
 		if code, err := proc.Wait(ctx); err != nil || code != 0 {
-			return errors.Join(err, types.Errorf(types.InvalidArgument, "/bin/sh exit status %d: %s", code, tail(out)))
+			return errors.Join(err, errdefs.Errorf(errdefs.InvalidArgument, "/bin/sh exit status %d: %s", code, tail(out)))
 		}
 		return nil
 	}

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/dirfd"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // tree writes into a build sandbox's root file system from the host, for
@@ -73,7 +73,7 @@ func (t *tree) isDir(p string) bool { return t.root.IsDir(p) }
 // with p's last element.
 func (t *tree) parent(p string) (*dirfd.Dir, string, error) {
 	if dirfd.Clean(p) == "." {
-		return nil, "", types.Errorf(types.InvalidArgument, "cannot replace /")
+		return nil, "", errdefs.Errorf(errdefs.InvalidArgument, "cannot replace /")
 	}
 	d, base, err := t.root.Parent(p)
 	if err != nil {
@@ -139,7 +139,7 @@ func (t *tree) replaceable(p string) (*dirfd.Dir, string, error) {
 	if err := pd.Clear(base); err != nil {
 		pd.Close()
 		if errors.Is(err, dirfd.ErrIsDir) {
-			return nil, "", types.Errorf(types.InvalidArgument, "cannot replace the directory %s with a file", p)
+			return nil, "", errdefs.Errorf(errdefs.InvalidArgument, "cannot replace the directory %s with a file", p)
 		}
 		return nil, "", fmt.Errorf("replace %s: %w", p, err)
 	}
@@ -231,7 +231,7 @@ func (t *tree) extract(ctx context.Context, dest string, tr *tar.Reader, hdr *ta
 				return nil
 			}
 			if err != nil {
-				return types.Errorf(types.InvalidArgument, "read the archive: %v", err)
+				return errdefs.Errorf(errdefs.InvalidArgument, "read the archive: %v", err)
 			}
 			hdr = h
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxKeyFile bounds what is read from a key file: keys and ~/.modal.toml are
@@ -60,7 +60,7 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 	c := e.Credential
 	if c.None() {
 		if keyFile != "" {
-			return Supply{}, types.Errorf(types.InvalidArgument, "the %s sandbox mode needs no credential; a key file does not apply", e.Name)
+			return Supply{}, errdefs.Errorf(errdefs.InvalidArgument, "the %s sandbox mode needs no credential; a key file does not apply", e.Name)
 		}
 		return Supply{Source: SourceNone, Message: "credential supply: none (" + e.Name + " needs no credential)"}, nil
 	}
@@ -88,10 +88,10 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 			Warning: warning,
 		}, nil
 	} else if errors.Is(err, errExposed) {
-		return Supply{}, types.Errorf(types.Unauthenticated, "%w", err)
+		return Supply{}, errdefs.Errorf(errdefs.Unauthenticated, "%w", err)
 	}
 	if explicit {
-		return Supply{}, types.Errorf(types.Unauthenticated, "%s=%s is missing or empty", c.FileVar, path)
+		return Supply{}, errdefs.Errorf(errdefs.Unauthenticated, "%s=%s is missing or empty", c.FileVar, path)
 	}
 	if allSet(env, c.KeyVars) {
 		return Supply{
@@ -99,7 +99,7 @@ func (e Entry) Supply(env Environ, keyFile string) (Supply, error) {
 			Message: "credential supply: environment (" + c.keyNames() + " set here; forwarding nothing, workers are assumed to have them)",
 		}, nil
 	}
-	return Supply{}, types.Errorf(types.Unauthenticated,
+	return Supply{}, errdefs.Errorf(errdefs.Unauthenticated,
 		"the %s sandbox mode needs credentials: put them in a file (%s; %s overrides) or in the environment as %s. Provision the file with: %s",
 		e.Name, path, c.FileVar, c.keyNames(), c.ProvisionHint)
 }
@@ -139,11 +139,11 @@ func (e Entry) resolve(env Environ) (map[string]Secret, string, string, error) {
 	}
 	path = env.ExpandHome(path)
 	missing := func() error {
-		return types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s is missing or empty", c.keyNames(), path)
+		return errdefs.Errorf(errdefs.Unauthenticated, "no API key: %s is unset and %s is missing or empty", c.keyNames(), path)
 	}
 	data, warning, err := readKeyFile(path, strict(env))
 	if errors.Is(err, errExposed) {
-		return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %w", c.keyNames(), err)
+		return nil, "", "", errdefs.Errorf(errdefs.Unauthenticated, "no API key: %s is unset and %w", c.keyNames(), err)
 	}
 	if err != nil {
 		return nil, "", "", missing()
@@ -153,7 +153,7 @@ func (e Entry) resolve(env Environ) (map[string]Secret, string, string, error) {
 		vals = map[string]string{c.KeyVars[0]: string(bytes.TrimSpace(data))}
 	} else if vals, err = c.ParseFile(data, env); err != nil {
 		// ParseFile's errors name keys and profiles, never values.
-		return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s holds none: %w", c.keyNames(), path, err)
+		return nil, "", "", errdefs.Errorf(errdefs.Unauthenticated, "no API key: %s is unset and %s holds none: %w", c.keyNames(), path, err)
 	}
 	out := make(map[string]Secret, len(c.KeyVars))
 	for _, k := range c.KeyVars {
@@ -162,7 +162,7 @@ func (e Entry) resolve(env Environ) (map[string]Secret, string, string, error) {
 			if len(c.KeyVars) == 1 {
 				return nil, "", "", missing()
 			}
-			return nil, "", "", types.Errorf(types.Unauthenticated, "no API key: %s is unset and %s lacks %s", c.keyNames(), path, k)
+			return nil, "", "", errdefs.Errorf(errdefs.Unauthenticated, "no API key: %s is unset and %s lacks %s", c.keyNames(), path, k)
 		}
 		out[k] = Secret(v)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // pair is a provider whose credential is two variables, parsed from a file
@@ -194,8 +194,8 @@ func TestSupplyRules(t *testing.T) {
 				if got, want := err.Error(), tt.wantErr(f); got != want {
 					t.Fatalf("error\n got %q\nwant %q", got, want)
 				}
-				if !errors.Is(err, types.ErrUnauthenticated) {
-					t.Fatalf("class %v, want Unauthenticated", types.ClassOf(err))
+				if !errors.Is(err, errdefs.ErrUnauthenticated) {
+					t.Fatalf("class %v, want Unauthenticated", errdefs.ClassOf(err))
 				}
 				return
 			}
@@ -246,7 +246,7 @@ func TestSupplyNoCredential(t *testing.T) {
 	if err != nil || sup.Source != SourceNone || len(sup.Vars) != 0 || sup.Message == "" {
 		t.Fatalf("Supply(local) = %+v, %v", sup, err)
 	}
-	if _, err := e.Supply(MapEnviron(nil, ""), "/some/key"); !errors.Is(err, types.ErrInvalidArgument) {
+	if _, err := e.Supply(MapEnviron(nil, ""), "/some/key"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("a key file for a provider without credential: %v, want InvalidArgument", err)
 	}
 	s, err := e.Resolve(MapEnviron(nil, ""))
@@ -313,8 +313,8 @@ func TestResolveRules(t *testing.T) {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("error\n got %v\nwant %q", err, tt.wantErr)
 				}
-				if !errors.Is(err, types.ErrUnauthenticated) {
-					t.Fatalf("class %v, want Unauthenticated", types.ClassOf(err))
+				if !errors.Is(err, errdefs.ErrUnauthenticated) {
+					t.Fatalf("class %v, want Unauthenticated", errdefs.ClassOf(err))
 				}
 				if ok {
 					t.Fatal("Available reports true for a credential that does not resolve")
@@ -383,10 +383,10 @@ func TestStrictRefusesExposedKeyFile(t *testing.T) {
 	}
 	strictEnv := MapEnviron(map[string]string{StrictKeyFilesVar: "1"}, home)
 	e := acme()
-	if _, err := e.Resolve(strictEnv); !errors.Is(err, types.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), secretBytes) {
+	if _, err := e.Resolve(strictEnv); !errors.Is(err, errdefs.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), secretBytes) {
 		t.Errorf("strict resolve of a 0644 file: %v", err)
 	}
-	if _, err := e.Supply(strictEnv, ""); !errors.Is(err, types.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := e.Supply(strictEnv, ""); !errors.Is(err, errdefs.ErrUnauthenticated) || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("strict supply of a 0644 file: %v", err)
 	}
 	if err := os.Chmod(key, 0o600); err != nil {

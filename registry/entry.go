@@ -7,7 +7,6 @@ import (
 
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Entry describes one provider as data.
@@ -41,7 +40,7 @@ type Entry struct {
 	// driver's Capabilities method returns, derived from the driver's
 	// interfaces by driver.Derive), never a literal: an entry cannot claim
 	// what the driver does not do. Required.
-	Capabilities func() types.Capabilities
+	Capabilities func() driver.Capabilities
 	// Limits are the provider's create limits (in flight, rate, live
 	// sandboxes, retries) that runners respect; users may override them.
 	Limits throttle.Limits

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxForwardValue bounds a forwarded value: addresses and selectors are short.
@@ -99,11 +99,11 @@ func forwardValue(env Environ, k string) (string, error) {
 	v := strings.TrimSpace(env.Get(k))
 	switch {
 	case strings.Contains(v, "@"):
-		return "", types.Errorf(types.InvalidArgument, "%s contains '@', which looks like an embedded credential; refusing to forward it (put the credential in the key file instead)", k)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "%s contains '@', which looks like an embedded credential; refusing to forward it (put the credential in the key file instead)", k)
 	case len(v) > maxForwardValue:
-		return "", types.Errorf(types.InvalidArgument, "%s is longer than %d bytes; refusing to forward it", k, maxForwardValue)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "%s is longer than %d bytes; refusing to forward it", k, maxForwardValue)
 	case strings.ContainsFunc(v, unicode.IsControl):
-		return "", types.Errorf(types.InvalidArgument, "%s contains control characters; refusing to forward it", k)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "%s contains control characters; refusing to forward it", k)
 	}
 	return v, nil
 }

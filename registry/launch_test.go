@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func acmeRegistry() *Registry {
@@ -86,7 +86,7 @@ func TestLaunchRefusesUnsafeForwards(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := MapEnviron(map[string]string{"ACME_KEY": "k", tt.variable: tt.value}, t.TempDir())
 			_, err := acmeRegistry().Launch("acme", env, "")
-			if !errors.Is(err, types.ErrInvalidArgument) {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Fatalf("Launch with %s=%q: %v, want InvalidArgument", tt.variable, tt.value, err)
 			}
 			if !strings.Contains(err.Error(), tt.variable) {
@@ -104,7 +104,7 @@ func TestLaunchPropagatesSupplyError(t *testing.T) {
 	if err == nil || err.Error() != "ACME_KEY_FILE=/nonexistent is missing or empty" {
 		t.Fatalf("Launch with a missing key file: %v", err)
 	}
-	if _, err := acmeRegistry().Launch("nope", MapEnviron(nil, ""), ""); !errors.Is(err, types.ErrNotFound) {
+	if _, err := acmeRegistry().Launch("nope", MapEnviron(nil, ""), ""); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Launch of an unknown backend: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // nopOpen is a factory for entries whose driver a test never uses.
@@ -17,7 +17,7 @@ func nopOpen(context.Context, Config) (driver.Provider, error) {
 }
 
 // nopCaps stands for a driver package's Capabilities function.
-func nopCaps() types.Capabilities { return types.Capabilities{} }
+func nopCaps() driver.Capabilities { return driver.Capabilities{} }
 
 // acme is a one-key provider with every field set, built fresh per call.
 func acme() Entry {
@@ -143,8 +143,8 @@ func TestLookup(t *testing.T) {
 		}
 	}
 	_, err := r.Lookup("dockr")
-	if !errors.Is(err, types.ErrNotFound) {
-		t.Fatalf("unknown backend: class %v, want NotFound", types.ClassOf(err))
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("unknown backend: class %v, want NotFound", errdefs.ClassOf(err))
 	}
 	want := `unknown backend "dockr" (registered: acme (alias acmeenv), local)`
 	if err.Error() != want {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 const secretBytes = "sk-live-0123456789abcdef"
@@ -94,5 +93,5 @@ func TestOpenLogsNoSecret(t *testing.T) {
 // nopDriver is a driver that does nothing, for tests of Open.
 type nopDriver struct{ driver.Provider }
 
-func (nopDriver) Capabilities() types.Capabilities { return types.Capabilities{} }
-func (nopDriver) Close() error                     { return nil }
+func (nopDriver) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+func (nopDriver) Close() error                      { return nil }

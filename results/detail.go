@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Detail is everything shown about one trial.
@@ -63,7 +63,7 @@ func (l *Library) Trial(ctx context.Context, ref Ref, name string) (*Detail, err
 			return l.Detail(j, t), nil
 		}
 	}
-	return nil, types.Errorf(types.NotFound, "no trial %q in job %s", name, ref.Name)
+	return nil, errdefs.Errorf(errdefs.NotFound, "no trial %q in job %s", name, ref.Name)
 }
 
 // Detail reads the files of one trial of a loaded job.
@@ -144,11 +144,11 @@ func (l *Library) File(ctx context.Context, ref Ref, trialName, rel string) (*Te
 		return nil, err
 	}
 	if !validName(trialName) {
-		return nil, types.Errorf(types.NotFound, "no trial %q", trialName)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no trial %q", trialName)
 	}
 	r := l.roots[ref.Root]
 	if !r.tree.isDir(path.Join(ref.Name, trialName)) {
-		return nil, types.Errorf(types.NotFound, "no trial %q", trialName)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no trial %q", trialName)
 	}
 	// Checked before the join, which would clean ".." away.
 	if !fs.ValidPath(rel) || rel == "." {

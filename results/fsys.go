@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Read limits. Everything under a jobs directory may come from a sandbox
@@ -31,9 +31,9 @@ const (
 
 // Refusals of the confined reader, matched with errors.Is.
 var (
-	ErrSymlink    = types.Errorf(types.InvalidArgument, "symbolic link, not followed")
-	ErrNotRegular = types.Errorf(types.InvalidArgument, "not a regular file")
-	ErrBadPath    = types.Errorf(types.InvalidArgument, "path refused")
+	ErrSymlink    = errdefs.Errorf(errdefs.InvalidArgument, "symbolic link, not followed")
+	ErrNotRegular = errdefs.Errorf(errdefs.InvalidArgument, "not a regular file")
+	ErrBadPath    = errdefs.Errorf(errdefs.InvalidArgument, "path refused")
 )
 
 // tree is a directory that reads stay inside: no "..", no absolute paths,
@@ -54,7 +54,7 @@ type tree struct {
 func openTree(dir string) (*tree, error) {
 	r, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, types.Classify(types.NotFound, err)
+		return nil, errdefs.Classify(errdefs.NotFound, err)
 	}
 	t := &tree{root: r, dir: dir, fd: -1}
 	if fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
@@ -167,11 +167,11 @@ func (t *tree) checkPath(name string) error {
 func classify(err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return types.Classify(types.NotFound, err)
+		return errdefs.Classify(errdefs.NotFound, err)
 	case errors.Is(err, ErrSymlink), errors.Is(err, ErrNotRegular), errors.Is(err, ErrBadPath):
 		return err
 	}
-	return types.Classify(types.InvalidArgument, err)
+	return errdefs.Classify(errdefs.InvalidArgument, err)
 }
 
 // Text is a file read with a bound.

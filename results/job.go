@@ -15,7 +15,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Job statuses.
@@ -186,7 +186,7 @@ func (l *Library) jobCache(ref Ref) *jobCache {
 func (jc *jobCache) trial(t *tree, jobName, name, jobStatus string) *Trial {
 	rel := path.Join(jobName, name, "result.json")
 	f, fi, err := t.open(rel)
-	if errors.Is(err, types.ErrNotFound) {
+	if errors.Is(err, errdefs.ErrNotFound) {
 		return pendingTrial(t, jobName, name, jobStatus)
 	}
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // MaxTrials bounds the trial directories read from one job.
@@ -47,7 +47,7 @@ func ParseRef(s string) (Ref, error) {
 	i, name, ok := strings.Cut(s, "/")
 	n, err := strconv.Atoi(i)
 	if !ok || err != nil || n < 0 {
-		return Ref{}, types.Errorf(types.InvalidArgument, "job reference %q: want ROOT/NAME", s)
+		return Ref{}, errdefs.Errorf(errdefs.InvalidArgument, "job reference %q: want ROOT/NAME", s)
 	}
 	return Ref{Root: n, Name: name}, nil
 }
@@ -56,7 +56,7 @@ func ParseRef(s string) (Ref, error) {
 // directories) or one job directory (holding config.json or result.json).
 func Open(dirs ...string) (*Library, error) {
 	if len(dirs) == 0 {
-		return nil, types.Errorf(types.InvalidArgument, "no jobs directory given")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "no jobs directory given")
 	}
 	l := &Library{cache: map[string]*jobCache{}}
 	for _, d := range dirs {
@@ -67,11 +67,11 @@ func Open(dirs ...string) (*Library, error) {
 		fi, err := os.Stat(abs)
 		if err != nil {
 			l.Close()
-			return nil, types.Classify(types.NotFound, fmt.Errorf("jobs directory: %w", err))
+			return nil, errdefs.Classify(errdefs.NotFound, fmt.Errorf("jobs directory: %w", err))
 		}
 		if !fi.IsDir() {
 			l.Close()
-			return nil, types.Errorf(types.InvalidArgument, "%s is not a directory", d)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is not a directory", d)
 		}
 		r := &root{dir: d}
 		treeDir := abs
@@ -144,11 +144,11 @@ func (l *Library) Refs(ctx context.Context) []Ref {
 // resolve checks that ref names a job directory of the library.
 func (l *Library) resolve(ref Ref) (*root, error) {
 	if ref.Root < 0 || ref.Root >= len(l.roots) {
-		return nil, types.Errorf(types.NotFound, "no jobs directory %d", ref.Root)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no jobs directory %d", ref.Root)
 	}
 	r := l.roots[ref.Root]
 	if !validName(ref.Name) || (r.single != "" && ref.Name != r.single) || !r.tree.isDir(ref.Name) {
-		return nil, types.Errorf(types.NotFound, "no job %q", ref.Name)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no job %q", ref.Name)
 	}
 	return r, nil
 }

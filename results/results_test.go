@@ -13,7 +13,7 @@ import (
 
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/results/resultstest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func open(t *testing.T, dirs ...string) *results.Library {
@@ -167,7 +167,7 @@ func TestSingleJobDir(t *testing.T) {
 	if len(refs) != 1 || refs[0].Name != "one" {
 		t.Fatalf("refs = %v", refs)
 	}
-	if _, err := l.Job(context.Background(), results.Ref{Name: "sibling"}); !errors.Is(err, types.ErrNotFound) {
+	if _, err := l.Job(context.Background(), results.Ref{Name: "sibling"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("sibling of a single job dir: %v", err)
 	}
 }
@@ -259,9 +259,9 @@ func TestHostileTrialDir(t *testing.T) {
 		{"evil__1", "../../etc/passwd", results.ErrBadPath},
 		{"evil__1", "/etc/passwd", results.ErrBadPath},
 		{"evil__1", "agent/../../linked__2/result.json", results.ErrBadPath},
-		{"..", "etc/passwd", types.ErrNotFound},
-		{"alias__3", "agent/oracle.txt", types.ErrNotFound},
-		{"evil__1", "agent/none.txt", types.ErrNotFound},
+		{"..", "etc/passwd", errdefs.ErrNotFound},
+		{"alias__3", "agent/oracle.txt", errdefs.ErrNotFound},
+		{"evil__1", "agent/none.txt", errdefs.ErrNotFound},
 	} {
 		txt, err := l.File(ctx, results.Ref{Name: "j"}, c.trial, c.path)
 		if !errors.Is(err, c.want) {
@@ -272,7 +272,7 @@ func TestHostileTrialDir(t *testing.T) {
 		t.Errorf("plain file: %v %v", txt, err)
 	}
 	for _, ref := range []results.Ref{{Name: ".."}, {Name: "../j"}, {Name: "j/evil__1"}, {Root: 3, Name: "j"}, {Name: ""}} {
-		if _, err := l.Job(ctx, ref); !errors.Is(err, types.ErrNotFound) {
+		if _, err := l.Job(ctx, ref); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("Job(%+v) = %v, want not found", ref, err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Sample statuses, as the session server assigns them from the engine's
@@ -70,7 +70,7 @@ func (l *Library) Samples(ctx context.Context, ref Ref, trialName string) (*Samp
 		return nil, err
 	}
 	if !validName(trialName) {
-		return nil, types.Errorf(types.NotFound, "no trial %q", trialName)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no trial %q", trialName)
 	}
 	r := l.roots[ref.Root]
 	f, _, err := r.tree.open(path.Join(ref.Name, trialName, SamplesFile))

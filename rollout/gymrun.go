@@ -18,7 +18,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // GymError is the exception type of a sample whose /run got no usable
@@ -261,7 +261,7 @@ func (g *gymJob) post(ctx context.Context, body []byte) (*gymReply, []byte, erro
 		return nil, nil, sandbox.Errorf(sandbox.Unavailable, "NeMo Gym /run: %d: %s", res.StatusCode, excerpt(data))
 	}
 	if res.StatusCode/100 != 2 {
-		return nil, nil, sandbox.WithPermanent(types.HTTPError(res.StatusCode, nil, fmt.Errorf("NeMo Gym /run: %d: %s", res.StatusCode, excerpt(data))))
+		return nil, nil, sandbox.WithPermanent(errdefs.HTTPError(res.StatusCode, nil, fmt.Errorf("NeMo Gym /run: %d: %s", res.StatusCode, excerpt(data))))
 	}
 	var rep gymReply
 	if err := json.Unmarshal(data, &rep); err != nil {

@@ -1,87 +1,90 @@
 package sandbox
 
-import "github.com/berth-sh/berth/sandbox/types"
-
-// The values shared with drivers live in package types (to avoid an import
-// cycle with sandbox/driver); these aliases are the names callers use.
-type (
-	Spec         = types.Spec
-	Build        = types.Build
-	Resources    = types.Resources
-	Network      = types.Network
-	PullPolicy   = types.PullPolicy
-	NetworkMode  = types.NetworkMode
-	Command      = types.Command
-	Signal       = types.Signal
-	Info         = types.Info
-	FileInfo     = types.FileInfo
-	FileType     = types.FileType
-	Capabilities = types.Capabilities
-	ResourceMode = types.ResourceMode
-	Class        = types.Class
-	Error        = types.Error
+import (
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
-// Re-exported constants and values; see package types for their meaning.
+// The values shared with drivers live in package driver and the error
+// classes in package errdefs; these aliases are the names callers use.
+type (
+	Spec         = driver.Spec
+	Build        = driver.Build
+	Resources    = driver.Resources
+	Network      = driver.Network
+	PullPolicy   = driver.PullPolicy
+	NetworkMode  = driver.NetworkMode
+	Command      = driver.Command
+	Signal       = driver.Signal
+	Info         = driver.Info
+	FileInfo     = driver.FileInfo
+	FileType     = driver.FileType
+	Capabilities = driver.Capabilities
+	ResourceMode = driver.ResourceMode
+	Class        = errdefs.Class
+	Error        = errdefs.Error
+)
+
+// Re-exported constants and values; see packages driver and errdefs for their meaning.
 const (
-	NetworkNone      = types.NetworkNone
-	NetworkPublic    = types.NetworkPublic
-	NetworkAllowlist = types.NetworkAllowlist
+	NetworkNone      = driver.NetworkNone
+	NetworkPublic    = driver.NetworkPublic
+	NetworkAllowlist = driver.NetworkAllowlist
 
-	SIGTERM = types.SIGTERM
-	SIGKILL = types.SIGKILL
+	SIGTERM = driver.SIGTERM
+	SIGKILL = driver.SIGKILL
 
-	FileRegular = types.FileRegular
-	FileDir     = types.FileDir
-	FileSymlink = types.FileSymlink
-	FileOther   = types.FileOther
+	FileRegular = driver.FileRegular
+	FileDir     = driver.FileDir
+	FileSymlink = driver.FileSymlink
+	FileOther   = driver.FileOther
 
-	ResourcesLimits   = types.ResourcesLimits
-	ResourcesRequests = types.ResourcesRequests
-	ResourcesBoth     = types.ResourcesBoth
+	ResourcesLimits   = driver.ResourcesLimits
+	ResourcesRequests = driver.ResourcesRequests
+	ResourcesBoth     = driver.ResourcesBoth
 
-	Unknown           = types.Unknown
-	NotFound          = types.NotFound
-	AlreadyExists     = types.AlreadyExists
-	InvalidArgument   = types.InvalidArgument
-	Unauthenticated   = types.Unauthenticated
-	ResourceExhausted = types.ResourceExhausted
-	Unavailable       = types.Unavailable
-	DeadlineExceeded  = types.DeadlineExceeded
-	NotSupported      = types.NotSupported
+	Unknown           = errdefs.Unknown
+	NotFound          = errdefs.NotFound
+	AlreadyExists     = errdefs.AlreadyExists
+	InvalidArgument   = errdefs.InvalidArgument
+	Unauthenticated   = errdefs.Unauthenticated
+	ResourceExhausted = errdefs.ResourceExhausted
+	Unavailable       = errdefs.Unavailable
+	DeadlineExceeded  = errdefs.DeadlineExceeded
+	NotSupported      = errdefs.NotSupported
 
-	DefaultTTL = types.DefaultTTL
+	DefaultTTL = driver.DefaultTTL
 )
 
 // The error class sentinels; errors.Is(err, sandbox.ErrNotFound) and
-// errors.Is(err, types.ErrNotFound) are the same test.
+// errors.Is(err, errdefs.ErrNotFound) are the same test.
 var (
-	ErrNotFound          = types.ErrNotFound
-	ErrAlreadyExists     = types.ErrAlreadyExists
-	ErrInvalidArgument   = types.ErrInvalidArgument
-	ErrUnauthenticated   = types.ErrUnauthenticated
-	ErrResourceExhausted = types.ErrResourceExhausted
-	ErrUnavailable       = types.ErrUnavailable
-	ErrDeadlineExceeded  = types.ErrDeadlineExceeded
-	ErrNotSupported      = types.ErrNotSupported
+	ErrNotFound          = errdefs.ErrNotFound
+	ErrAlreadyExists     = errdefs.ErrAlreadyExists
+	ErrInvalidArgument   = errdefs.ErrInvalidArgument
+	ErrUnauthenticated   = errdefs.ErrUnauthenticated
+	ErrResourceExhausted = errdefs.ErrResourceExhausted
+	ErrUnavailable       = errdefs.ErrUnavailable
+	ErrDeadlineExceeded  = errdefs.ErrDeadlineExceeded
+	ErrNotSupported      = errdefs.ErrNotSupported
 )
 
-// Helpers re-exported from package types.
+// Helpers re-exported from package errdefs.
 var (
-	ClassOf        = types.ClassOf
-	Errorf         = types.Errorf
-	Classify       = types.Classify
-	IgnoreNotFound = types.IgnoreNotFound
-	Retryable      = types.Retryable
-	RetryAfterOf   = types.RetryAfterOf
-	IsPermanent    = types.IsPermanent
-	WithRetryAfter = types.WithRetryAfter
-	WithPermanent  = types.WithPermanent
+	ClassOf        = errdefs.ClassOf
+	Errorf         = errdefs.Errorf
+	Classify       = errdefs.Classify
+	IgnoreNotFound = errdefs.IgnoreNotFound
+	Retryable      = errdefs.Retryable
+	RetryAfterOf   = errdefs.RetryAfterOf
+	IsPermanent    = errdefs.IsPermanent
+	WithRetryAfter = errdefs.WithRetryAfter
+	WithPermanent  = errdefs.WithPermanent
 
-	HTTPStatus        = types.HTTPStatus
-	ClassOfHTTPStatus = types.ClassOfHTTPStatus
-	RetryAfterHeader  = types.RetryAfterHeader
-	ValidateLabels    = types.ValidateLabels
-	ParseLabel        = types.ParseLabel
-	MatchLabels       = types.MatchLabels
+	HTTPStatus        = errdefs.HTTPStatus
+	ClassOfHTTPStatus = errdefs.ClassOfHTTPStatus
+	RetryAfterHeader  = errdefs.RetryAfterHeader
+	ValidateLabels    = driver.ValidateLabels
+	ParseLabel        = driver.ParseLabel
+	MatchLabels       = driver.MatchLabels
 )

@@ -12,7 +12,6 @@ import (
 	"github.com/berth-sh/berth/internal/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // slowDriver hands out sandboxes whose ReadFile blocks until released, and
@@ -32,7 +31,7 @@ type slowSandbox struct {
 	d *slowDriver
 }
 
-func (d *slowDriver) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (d *slowDriver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	sb, err := d.Provider.Create(ctx, spec)
 	if err != nil {
 		return nil, err

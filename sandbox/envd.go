@@ -4,11 +4,10 @@ import (
 	"context"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // EnvdEndpoint is where a sandbox's own envd server answers.
-type EnvdEndpoint = types.EnvdEndpoint
+type EnvdEndpoint = driver.EnvdEndpoint
 
 // EnvdEndpoint returns the sandbox's envd server for drivers whose
 // sandboxes run one (driver.EnvdServer); elsewhere it is NotSupported and

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Endpoint returns how a client on this side reaches port inside the
@@ -132,18 +131,18 @@ func checkPorts(spec Spec, caps Capabilities) error {
 	return nil
 }
 
-// Port types, re-exported from package types.
+// Port types, re-exported from package driver.
 type (
-	Port         = types.Port
-	PortProtocol = types.PortProtocol
-	Endpoint     = types.Endpoint
+	Port         = driver.Port
+	PortProtocol = driver.PortProtocol
+	Endpoint     = driver.Endpoint
 )
 
 // Port protocols.
 const (
-	PortHTTP = types.PortHTTP
-	PortTCP  = types.PortTCP
+	PortHTTP = driver.PortHTTP
+	PortTCP  = driver.PortTCP
 )
 
 // ParsePort reads "8000", "8000/http" or "8000/tcp".
-var ParsePort = types.ParsePort
+var ParsePort = driver.ParsePort

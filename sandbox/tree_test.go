@@ -16,7 +16,6 @@ import (
 	"github.com/berth-sh/berth/internal/tartest"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // TestUploadFallbackRefuses: without a TreeUploader, escaping names are
@@ -76,7 +75,7 @@ type wrapProvider struct {
 	wrap func(driver.Sandbox) driver.Sandbox
 }
 
-func (w wrapProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (w wrapProvider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	s, err := w.Provider.Create(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 var idRE = regexp.MustCompile(`^[a-z0-9]{20}$`)
@@ -312,7 +311,7 @@ func TestTimeoutConnectResume(t *testing.T) {
 // end them.
 type lazyProvider struct{ driver.Provider }
 
-func (p lazyProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p lazyProvider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	spec.TTL *= 1000
 	sb, err := p.Provider.Create(ctx, spec)
 	return lazySandbox{sb}, err

@@ -23,7 +23,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
 
@@ -35,7 +34,7 @@ const (
 // bashProvider gives every fake sandbox a /bin/bash.
 type bashProvider struct{ driver.Provider }
 
-func (p bashProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p bashProvider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	sb, err := p.Provider.Create(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/berth-sh/berth/internal/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
 
@@ -19,10 +18,10 @@ import (
 type specRecorder struct {
 	driver.Provider
 	mu    sync.Mutex
-	specs []types.Spec
+	specs []driver.Spec
 }
 
-func (r *specRecorder) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (r *specRecorder) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	r.mu.Lock()
 	r.specs = append(r.specs, spec)
 	r.mu.Unlock()

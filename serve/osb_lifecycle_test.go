@@ -9,7 +9,6 @@ import (
 
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 	"github.com/berth-sh/berth/serve/opensandbox"
 )
 
@@ -21,7 +20,7 @@ type gated struct {
 	fail error
 }
 
-func (g *gated) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (g *gated) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	select {
 	case <-g.open:
 	case <-ctx.Done():

@@ -17,7 +17,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // osbSDKDir holds the official OpenSandbox JS SDK (package.json pins it);
@@ -122,12 +121,12 @@ func renameLabels(in map[string]string, from, to string) map[string]string {
 	return out
 }
 
-func (n nestedLabels) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (n nestedLabels) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	spec.Labels = renameLabels(spec.Labels, ServeLabelPrefix, nestedPrefix+ServeLabelPrefix)
 	return n.Provider.Create(ctx, spec)
 }
 
-func (n nestedLabels) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (n nestedLabels) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	infos, err := n.Provider.List(ctx, renameLabels(labels, ServeLabelPrefix, nestedPrefix+ServeLabelPrefix))
 	for i := range infos {
 		infos[i].Labels = renameLabels(infos[i].Labels, nestedPrefix+ServeLabelPrefix, ServeLabelPrefix)

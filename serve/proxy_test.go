@@ -16,7 +16,6 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 const innerToken = "inner-token-the-client-never-sees"
@@ -41,7 +40,7 @@ type agentSandbox struct {
 
 var _ driver.EnvdServer = agentSandbox{}
 
-func (p *agentProvider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *agentProvider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	sb, err := p.Provider.Create(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -49,7 +48,7 @@ func (p *agentProvider) Create(ctx context.Context, spec types.Spec) (driver.San
 	return agentSandbox{sb, p}, nil
 }
 
-func (s agentSandbox) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) {
+func (s agentSandbox) EnvdEndpoint(context.Context) (driver.EnvdEndpoint, error) {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -57,19 +56,19 @@ func (s agentSandbox) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) 
 	if !ok {
 		srv, err := envd.NewServer(envd.ServerOptions{AccessToken: innerToken, DefaultDir: p.dir, Env: []string{"BERTH_VIA=agent", "PATH=" + os.Getenv("PATH")}})
 		if err != nil {
-			return types.EnvdEndpoint{}, err
+			return driver.EnvdEndpoint{}, err
 		}
 		sock = filepath.Join(p.dir, s.ID()+".sock")
 		ln, err := net.Listen("unix", sock)
 		if err != nil {
-			return types.EnvdEndpoint{}, err
+			return driver.EnvdEndpoint{}, err
 		}
 		hs := &http.Server{Handler: srv}
 		go hs.Serve(ln)
 		p.t.Cleanup(func() { hs.Close(); srv.Close() })
 		p.agents[s.ID()] = sock
 	}
-	return types.EnvdEndpoint{BaseURL: envd.UnixBaseURL, Transport: envd.UnixHTTPClient(sock).Transport, AccessToken: innerToken}, nil
+	return driver.EnvdEndpoint{BaseURL: envd.UnixBaseURL, Transport: envd.UnixHTTPClient(sock).Transport, AccessToken: innerToken}, nil
 }
 
 func TestProxiedDataPlane(t *testing.T) {

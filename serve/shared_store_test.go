@@ -11,7 +11,6 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
 
@@ -19,7 +18,7 @@ import (
 // fake keeps them in a state directory every provider value on it reads.
 type sharedProvider struct{ driver.Provider }
 
-func (p sharedProvider) Capabilities() types.Capabilities {
+func (p sharedProvider) Capabilities() driver.Capabilities {
 	c := p.Provider.Capabilities()
 	c.SharedState = true
 	return c

@@ -36,7 +36,7 @@ func writeRetry(w http.ResponseWriter, after time.Duration, format string, args 
 }
 
 // writeClassed answers a failed call with the status of the error's class
-// from the one HTTP mapping of sandbox/types (a Permanent
+// from the one HTTP mapping of sandbox/errdefs (a Permanent
 // ResourceExhausted is 507), and the provider's advised wait, if any, as
 // Retry-After; the e2b driver reads both back into the same class.
 func writeClassed(w http.ResponseWriter, err error, format string, args ...any) {

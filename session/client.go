@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/session/samples"
 )
 
@@ -59,12 +59,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, accep
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, types.Errorf(types.Unavailable, "session server: %v", err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "session server: %v", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes))
 	if err != nil {
-		return nil, types.Errorf(types.Unavailable, "session server: %v", err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "session server: %v", err)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {
@@ -74,8 +74,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, accep
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		// The class comes from the one HTTP mapping of sandbox/types.
-		return nil, types.HTTPError(resp.StatusCode, resp.Header, fmt.Errorf("session server: %s %s: %d: %s", method, path, resp.StatusCode, msg))
+		// The class comes from the one HTTP mapping of sandbox/errdefs.
+		return nil, errdefs.HTTPError(resp.StatusCode, resp.Header, fmt.Errorf("session server: %s %s: %d: %s", method, path, resp.StatusCode, msg))
 	}
 	return data, nil
 }

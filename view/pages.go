@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/results"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // page is what every template gets.
@@ -177,7 +177,7 @@ func jobChart(j *results.Job, name string) ([]byte, error) {
 			return latencyChart(ps)
 		}
 	}
-	return nil, types.Errorf(types.NotFound, "no chart %q", name)
+	return nil, errdefs.Errorf(errdefs.NotFound, "no chart %q", name)
 }
 
 // rawFile serves one file of a trial as plain text, bounded, under a CSP

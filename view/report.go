@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/results"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // ReportOptions bound a report.
@@ -60,7 +60,7 @@ func Report(ctx context.Context, w io.Writer, jobDir string, o ReportOptions) er
 	defer lib.Close()
 	refs := lib.Refs(ctx)
 	if len(refs) != 1 {
-		return types.Errorf(types.InvalidArgument, "%s holds %d jobs; give one job directory (it holds config.json and result.json)", jobDir, len(refs))
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s holds %d jobs; give one job directory (it holds config.json and result.json)", jobDir, len(refs))
 	}
 	j, err := lib.Job(ctx, refs[0])
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth/results"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 //go:embed templates/*.tmpl
@@ -140,7 +140,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 func ref(r *http.Request) (results.Ref, error) {
 	root, err := strconv.Atoi(r.PathValue("root"))
 	if err != nil || root < 0 {
-		return results.Ref{}, types.Errorf(types.NotFound, "no jobs directory %q", r.PathValue("root"))
+		return results.Ref{}, errdefs.Errorf(errdefs.NotFound, "no jobs directory %q", r.PathValue("root"))
 	}
 	return results.Ref{Root: root, Name: r.PathValue("job")}, nil
 }
@@ -160,9 +160,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, types.ErrNotFound):
+	case errors.Is(err, errdefs.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, types.ErrInvalidArgument):
+	case errors.Is(err, errdefs.ErrInvalidArgument):
 		code = http.StatusBadRequest
 	case errors.Is(err, context.Canceled):
 		return

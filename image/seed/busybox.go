@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // BusyboxPaths are where Debian's busybox-static installs the binary.
@@ -40,9 +40,9 @@ func FindBusybox() (string, error) {
 		dynamic = p
 	}
 	if dynamic != "" {
-		return "", types.Errorf(types.NotSupported, "%s is dynamically linked and cannot run in an empty image; install a static one: apt-get install busybox-static", dynamic)
+		return "", errdefs.Errorf(errdefs.NotSupported, "%s is dynamically linked and cannot run in an empty image; install a static one: apt-get install busybox-static", dynamic)
 	}
-	return "", types.Errorf(types.NotSupported, "no busybox on this host (looked in %s); install it: apt-get install busybox-static", strings.Join(BusyboxPaths, ", "))
+	return "", errdefs.Errorf(errdefs.NotSupported, "no busybox on this host (looked in %s); install it: apt-get install busybox-static", strings.Join(BusyboxPaths, ", "))
 }
 
 // IsStatic reports whether the ELF executable at p needs no program
@@ -96,7 +96,7 @@ func busyboxTar(w io.Writer, bin string, withBash bool) error {
 	} else if static, err := IsStatic(bin); err != nil {
 		return fmt.Errorf("seed: %s: %w", bin, err)
 	} else if !static {
-		return types.Errorf(types.NotSupported, "%s is dynamically linked and cannot run in an empty image; install a static one: apt-get install busybox-static", bin)
+		return errdefs.Errorf(errdefs.NotSupported, "%s is dynamically linked and cannot run in an empty image; install a static one: apt-get install busybox-static", bin)
 	}
 	body, err := os.ReadFile(bin)
 	if err != nil {

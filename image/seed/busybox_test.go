@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func needBusybox(t *testing.T) string {
@@ -73,7 +73,7 @@ func TestDynamicRefused(t *testing.T) {
 		t.Skipf("%s is static here (%v)", ls, err)
 	}
 	err = BusyboxTar(io.Discard, ls)
-	if !errors.Is(err, types.ErrNotSupported) || !bytes.Contains([]byte(err.Error()), []byte("busybox-static")) {
+	if !errors.Is(err, errdefs.ErrNotSupported) || !bytes.Contains([]byte(err.Error()), []byte("busybox-static")) {
 		t.Errorf("dynamic binary: %v, want NotSupported naming busybox-static", err)
 	}
 }

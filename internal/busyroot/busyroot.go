@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Root is what Lay writes. Only Busybox's part needs root.
@@ -46,17 +46,17 @@ var Devices = []struct {
 func (r Root) Lay(dir string) error {
 	for _, d := range append([]string{"bin", "dev", "tmp"}, r.Dirs...) {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(d)), 0o755); err != nil {
-			return types.Classify(types.Unavailable, err)
+			return errdefs.Classify(errdefs.Unavailable, err)
 		}
 	}
 	// MkdirAll honours the umask and leaves an existing /tmp's mode; the
 	// sticky bit is os.ModeSticky (a bare 0o1777 would drop it).
 	if err := os.Chmod(filepath.Join(dir, "tmp"), os.ModeSticky|0o777); err != nil {
-		return types.Classify(types.Unavailable, err)
+		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	for name, body := range r.Files {
 		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), []byte(body), 0o644); err != nil {
-			return types.Classify(types.Unavailable, err)
+			return errdefs.Classify(errdefs.Unavailable, err)
 		}
 	}
 	if r.Busybox == "" {
@@ -79,23 +79,23 @@ func (r Root) Lay(dir string) error {
 			continue
 		}
 		if err := os.Symlink("busybox", filepath.Join(dir, "bin", a)); err != nil && !os.IsExist(err) {
-			return types.Classify(types.Unavailable, err)
+			return errdefs.Classify(errdefs.Unavailable, err)
 		}
 	}
 	for _, d := range Devices {
 		p := filepath.Join(dir, "dev", d.Name)
 		if r.DeviceFiles {
 			if err := os.WriteFile(p, nil, 0o666); err != nil {
-				return types.Classify(types.Unavailable, err)
+				return errdefs.Classify(errdefs.Unavailable, err)
 			}
 			continue
 		}
 		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, d.Minor))); err != nil && !os.IsExist(err) {
-			return types.Errorf(types.Unavailable, "mknod /dev/%s (needs root): %w", d.Name, err)
+			return errdefs.Errorf(errdefs.Unavailable, "mknod /dev/%s (needs root): %w", d.Name, err)
 		}
 		// mknod honours the umask; the devices are for everyone.
 		if err := os.Chmod(p, 0o666); err != nil {
-			return types.Classify(types.Unavailable, err)
+			return errdefs.Classify(errdefs.Unavailable, err)
 		}
 	}
 	return nil
@@ -125,7 +125,7 @@ func List(bb string) ([]string, error) {
 	out, err := cmd.Output()
 	var l listed
 	if err != nil {
-		l.err = types.Errorf(types.InvalidArgument, "%s --list: %w: %s", bb, err, bytes.TrimSpace(stderr.Bytes()))
+		l.err = errdefs.Errorf(errdefs.InvalidArgument, "%s --list: %w: %s", bb, err, bytes.TrimSpace(stderr.Bytes()))
 	} else {
 		l.names = strings.Fields(string(out))
 	}
@@ -136,16 +136,16 @@ func List(bb string) ([]string, error) {
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return types.Errorf(types.InvalidArgument, "busybox %s: %w", src, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "busybox %s: %w", src, err)
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 	if err != nil {
-		return types.Classify(types.Unavailable, err)
+		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return types.Errorf(types.Unavailable, "copying busybox %s: %w", src, err)
+		return errdefs.Errorf(errdefs.Unavailable, "copying busybox %s: %w", src, err)
 	}
-	return types.Classify(types.Unavailable, out.Close())
+	return errdefs.Classify(errdefs.Unavailable, out.Close())
 }

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/busyroot"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func busybox(t *testing.T) string {
@@ -128,7 +128,7 @@ func TestLayWithoutBusybox(t *testing.T) {
 func TestLayBadBusybox(t *testing.T) {
 	for _, bb := range []string{filepath.Join(t.TempDir(), "missing"), "/bin/false"} {
 		err := (busyroot.Root{Busybox: bb}).Lay(t.TempDir())
-		if !errors.Is(err, types.ErrInvalidArgument) {
+		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("Lay with busybox %s: %v, want InvalidArgument", bb, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/hostproc"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // process is one started command. done closes once it has exited, every
@@ -30,14 +30,14 @@ type process struct {
 
 var _ driver.Process = (*process)(nil)
 
-func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, error) {
+func (s *sandbox) Exec(ctx context.Context, c driver.Command) (driver.Process, error) {
 	faults := s.p.opts.Faults.Get()
 	if faults.HangExec {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	if len(c.Args) == 0 || c.Args[0] == "" {
-		return nil, types.Errorf(types.InvalidArgument, "command has no program")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "command has no program")
 	}
 	root, m, err := s.openRoot()
 	if err != nil {
@@ -79,11 +79,11 @@ func (s *sandbox) Exec(ctx context.Context, c types.Command) (driver.Process, er
 // refused ends a command whose program could not be run as a shell does
 // (exit 127 or 126 with its complaint on stderr); any other failure is
 // Exec's error.
-func (p *process) refused(c types.Command, err error, drop bool) (driver.Process, error) {
+func (p *process) refused(c driver.Command, err error, drop bool) (driver.Process, error) {
 	code, ok := hostproc.ShellStatus(err)
 	if !ok {
-		if types.ClassOf(err) == types.Unknown {
-			err = types.Classify(types.InvalidArgument, err)
+		if errdefs.ClassOf(err) == errdefs.Unknown {
+			err = errdefs.Classify(errdefs.InvalidArgument, err)
 		}
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (p *process) refused(c types.Command, err error, drop bool) (driver.Process
 }
 
 // run follows a started command until it is over.
-func (p *process) run(dir string, c types.Command, drop bool) {
+func (p *process) run(dir string, c driver.Command, drop bool) {
 	register(dir, p)
 	if _, err := os.Stat(dir); err != nil {
 		// Deleted between our check and register: its killAll missed us.
@@ -119,7 +119,7 @@ func (p *process) run(dir string, c types.Command, drop bool) {
 		p.code = ex.Code
 		if ex.TimedOut {
 			p.code = -1
-			p.err = types.Errorf(types.DeadlineExceeded, "command timed out after %v", c.Timeout)
+			p.err = errdefs.Errorf(errdefs.DeadlineExceeded, "command timed out after %v", c.Timeout)
 		}
 		if drop {
 			p.drop()
@@ -150,7 +150,7 @@ func workDir(root *os.Root, rootPath, dir string) (string, error) {
 		return "", fmt.Errorf("working directory %s: %w", dir, mapErr(err))
 	}
 	if !fi.IsDir() {
-		return "", types.Errorf(types.InvalidArgument, "working directory %s is not a directory", dir)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "working directory %s is not a directory", dir)
 	}
 	return filepath.Join(rootPath, filepath.FromSlash(name)), nil
 }
@@ -195,25 +195,25 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 	}
 	select {
 	case <-p.dropped:
-		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
+		return -1, errdefs.Errorf(errdefs.Unavailable, "output stream of process %d dropped", p.PID())
 	default:
 	}
 	select {
 	case <-p.done:
 		select {
 		case <-p.dropped:
-			return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
+			return -1, errdefs.Errorf(errdefs.Unavailable, "output stream of process %d dropped", p.PID())
 		default:
 		}
 		return p.code, p.err
 	case <-p.dropped:
-		return -1, types.Errorf(types.Unavailable, "output stream of process %d dropped", p.PID())
+		return -1, errdefs.Errorf(errdefs.Unavailable, "output stream of process %d dropped", p.PID())
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
 }
 
-var signals = map[types.Signal]syscall.Signal{
+var signals = map[driver.Signal]syscall.Signal{
 	"SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL, "SIGINT": syscall.SIGINT,
 	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
 	"SIGUSR2": syscall.SIGUSR2, "SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT,
@@ -221,21 +221,21 @@ var signals = map[types.Signal]syscall.Signal{
 
 // Signal goes to the command's whole process group: "sh -c" and what it
 // started are one command to the caller.
-func (p *process) Signal(_ context.Context, sig types.Signal) error {
+func (p *process) Signal(_ context.Context, sig driver.Signal) error {
 	s, ok := signals[sig]
 	if !ok {
-		return types.Errorf(types.InvalidArgument, "unknown signal %q", sig)
+		return errdefs.Errorf(errdefs.InvalidArgument, "unknown signal %q", sig)
 	}
 	select {
 	case <-p.done:
-		return types.Errorf(types.NotFound, "process %d has ended", p.PID())
+		return errdefs.Errorf(errdefs.NotFound, "process %d has ended", p.PID())
 	default:
 	}
 	if err := p.hp.Signal(s); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
-			return types.Errorf(types.NotFound, "process %d has ended", p.PID())
+			return errdefs.Errorf(errdefs.NotFound, "process %d has ended", p.PID())
 		}
-		return types.Classify(types.Unavailable, err)
+		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	return nil
 }

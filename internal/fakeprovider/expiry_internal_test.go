@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // TestLazyExpiry: a sandbox whose deadline passed while no timer of this
@@ -20,7 +21,7 @@ func TestLazyExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sb, err := d.Create(ctx, types.Spec{Image: "host", TTL: time.Hour, Labels: map[string]string{"k": "v"}})
+	sb, err := d.Create(ctx, driver.Spec{Image: "host", TTL: time.Hour, Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestLazyExpiry(t *testing.T) {
 	if len(entries) != 0 {
 		t.Errorf("state dir not empty after expiry: %v", entries)
 	}
-	if _, err := fresh.Connect(ctx, sb.ID()); !errors.Is(err, types.ErrNotFound) {
+	if _, err := fresh.Connect(ctx, sb.ID()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("connect to the expired sandbox: %v, want NotFound", err)
 	}
 }

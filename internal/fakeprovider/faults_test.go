@@ -13,7 +13,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // bound is how long a test waits for something that should happen at once;
@@ -65,7 +65,7 @@ func TestNewNeedsStateDir(t *testing.T) {
 
 func TestFailCreate(t *testing.T) {
 	inj := fakeprovider.NewInjector(fakeprovider.Faults{
-		FailCreate: types.Errorf(types.ResourceExhausted, "injected quota"),
+		FailCreate: errdefs.Errorf(errdefs.ResourceExhausted, "injected quota"),
 	})
 	p := newProvider(t, fakeprovider.Options{Faults: inj})
 	_, err := p.Create(t.Context(), sandbox.Spec{Image: "host"})
@@ -84,7 +84,7 @@ func TestFailDelete(t *testing.T) {
 	inj := fakeprovider.NewInjector(fakeprovider.Faults{})
 	p := newProvider(t, fakeprovider.Options{Faults: inj})
 	sb := newSandbox(t, p, sandbox.Spec{})
-	inj.Update(func(f *fakeprovider.Faults) { f.FailDelete = types.Errorf(types.Unavailable, "injected outage") })
+	inj.Update(func(f *fakeprovider.Faults) { f.FailDelete = errdefs.Errorf(errdefs.Unavailable, "injected outage") })
 	if err := sb.Delete(t.Context()); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("delete with FailDelete: %v, want Unavailable", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // sandbox is a handle; it holds no resources, so every call re-checks that
@@ -39,7 +39,7 @@ func (s *sandbox) openRoot() (*os.Root, meta, error) {
 	}
 	r, err := os.OpenRoot(filepath.Join(s.dir, "root"))
 	if err != nil {
-		return nil, m, types.Errorf(types.NotFound, "sandbox %s does not exist", s.id)
+		return nil, m, errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", s.id)
 	}
 	return r, m, nil
 }
@@ -47,7 +47,7 @@ func (s *sandbox) openRoot() (*os.Root, meta, error) {
 // rel maps an absolute sandbox path to a name inside the root.
 func rel(p string) (string, error) {
 	if !path.IsAbs(p) {
-		return "", types.Errorf(types.InvalidArgument, "path %q is not absolute", p)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "path %q is not absolute", p)
 	}
 	r := strings.TrimPrefix(path.Clean(p), "/")
 	if r == "" {
@@ -63,13 +63,13 @@ func mapErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		return types.Classify(types.NotFound, err)
+		return errdefs.Classify(errdefs.NotFound, err)
 	case errors.Is(err, fs.ErrExist):
-		return types.Classify(types.AlreadyExists, err)
+		return errdefs.Classify(errdefs.AlreadyExists, err)
 	case errors.Is(err, syscall.ENOSPC):
-		return types.Classify(types.ResourceExhausted, err)
+		return errdefs.Classify(errdefs.ResourceExhausted, err)
 	default:
-		return types.Classify(types.InvalidArgument, err)
+		return errdefs.Classify(errdefs.InvalidArgument, err)
 	}
 }
 
@@ -132,7 +132,7 @@ func (s *sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = types.Errorf(types.InvalidArgument, "%s is not a regular file", p)
+		err = errdefs.Errorf(errdefs.InvalidArgument, "%s is not a regular file", p)
 	}
 	if err != nil {
 		f.Close()
@@ -141,43 +141,43 @@ func (s *sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
 	return f, nil
 }
 
-func (s *sandbox) Stat(_ context.Context, p string) (types.FileInfo, error) {
+func (s *sandbox) Stat(_ context.Context, p string) (driver.FileInfo, error) {
 	name, err := rel(p)
 	if err != nil {
-		return types.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	root, _, err := s.openRoot()
 	if err != nil {
-		return types.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	defer root.Close()
 	fi, err := root.Lstat(name)
 	if err != nil {
-		return types.FileInfo{}, mapErr(err)
+		return driver.FileInfo{}, mapErr(err)
 	}
 	return info(root, name, path.Clean(p), fi), nil
 }
 
-func info(root *os.Root, name, p string, fi fs.FileInfo) types.FileInfo {
-	out := types.FileInfo{
+func info(root *os.Root, name, p string, fi fs.FileInfo) driver.FileInfo {
+	out := driver.FileInfo{
 		Name: path.Base(p), Path: p, Size: fi.Size(),
 		Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime(),
 	}
 	switch {
 	case fi.IsDir():
-		out.Type = types.FileDir
+		out.Type = driver.FileDir
 	case fi.Mode().IsRegular():
-		out.Type = types.FileRegular
+		out.Type = driver.FileRegular
 	case fi.Mode()&fs.ModeSymlink != 0:
-		out.Type = types.FileSymlink
+		out.Type = driver.FileSymlink
 		out.Target, _ = root.Readlink(name)
 	default:
-		out.Type = types.FileOther
+		out.Type = driver.FileOther
 	}
 	return out
 }
 
-func (s *sandbox) ListDir(_ context.Context, p string) ([]types.FileInfo, error) {
+func (s *sandbox) ListDir(_ context.Context, p string) ([]driver.FileInfo, error) {
 	name, err := rel(p)
 	if err != nil {
 		return nil, err
@@ -195,14 +195,14 @@ func (s *sandbox) ListDir(_ context.Context, p string) ([]types.FileInfo, error)
 	if fi, err := f.Stat(); err != nil {
 		return nil, mapErr(err)
 	} else if !fi.IsDir() {
-		return nil, types.Errorf(types.InvalidArgument, "%s is not a directory", p)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is not a directory", p)
 	}
 	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	out := make([]types.FileInfo, 0, len(entries))
+	out := make([]driver.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		fi, err := e.Info()
 		if err != nil {
@@ -224,7 +224,7 @@ func (s *sandbox) MakeDir(_ context.Context, p string) error {
 	}
 	defer root.Close()
 	if _, err := root.Lstat(name); err == nil {
-		return types.Errorf(types.AlreadyExists, "%s already exists", p)
+		return errdefs.Errorf(errdefs.AlreadyExists, "%s already exists", p)
 	}
 	return mapErr(root.MkdirAll(name, 0o755))
 }
@@ -235,7 +235,7 @@ func (s *sandbox) Remove(_ context.Context, p string) error {
 		return err
 	}
 	if name == "." {
-		return types.Errorf(types.InvalidArgument, "refusing to remove the sandbox's root")
+		return errdefs.Errorf(errdefs.InvalidArgument, "refusing to remove the sandbox's root")
 	}
 	root, _, err := s.openRoot()
 	if err != nil {

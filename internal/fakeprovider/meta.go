@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/atomicfile"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // meta is what a sandbox's meta.json holds: enough for a fresh provider
@@ -33,13 +33,13 @@ func readMeta(dir string) (meta, error) {
 	var m meta
 	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return m, types.Errorf(types.NotFound, "sandbox %s does not exist", filepath.Base(dir))
+		return m, errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", filepath.Base(dir))
 	}
 	if err != nil {
-		return m, types.Classify(types.Unavailable, err)
+		return m, errdefs.Classify(errdefs.Unavailable, err)
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, types.Classify(types.Unavailable, fmt.Errorf("sandbox %s: bad meta.json: %w", filepath.Base(dir), err))
+		return m, errdefs.Classify(errdefs.Unavailable, fmt.Errorf("sandbox %s: bad meta.json: %w", filepath.Base(dir), err))
 	}
 	return m, nil
 }
@@ -54,7 +54,7 @@ func liveMeta(dir string) (meta, error) {
 	}
 	if !time.Now().Before(m.ExpiresAt) {
 		_ = destroy(context.Background(), dir)
-		return m, types.Errorf(types.NotFound, "sandbox %s expired at %s", m.ID, m.ExpiresAt.Format(time.RFC3339))
+		return m, errdefs.Errorf(errdefs.NotFound, "sandbox %s expired at %s", m.ID, m.ExpiresAt.Format(time.RFC3339))
 	}
 	return m, nil
 }
@@ -70,7 +70,7 @@ func writeMeta(dir string, m meta) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, os.ErrNotExist): // the sandbox's directory is gone
-		return types.Classify(types.NotFound, err)
+		return errdefs.Classify(errdefs.NotFound, err)
 	}
-	return types.Classify(types.Unavailable, err)
+	return errdefs.Classify(errdefs.Unavailable, err)
 }

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -19,15 +19,15 @@ var (
 
 // Endpoint is the port on the host's loopback address: the fake's
 // commands share the host's network.
-func (s *sandbox) Endpoint(_ context.Context, port types.Port) (types.Endpoint, error) {
+func (s *sandbox) Endpoint(_ context.Context, port driver.Port) (driver.Endpoint, error) {
 	if _, _, err := s.openRoot(); err != nil {
-		return types.Endpoint{}, err
+		return driver.Endpoint{}, err
 	}
 	scheme := "http://"
-	if port.Protocol == types.PortTCP {
+	if port.Protocol == driver.PortTCP {
 		scheme = "tcp://"
 	}
-	return types.Endpoint{URL: scheme + net.JoinHostPort("127.0.0.1", strconv.Itoa(port.Number)), Protocol: port.Protocol}, nil
+	return driver.Endpoint{URL: scheme + net.JoinHostPort("127.0.0.1", strconv.Itoa(port.Number)), Protocol: port.Protocol}, nil
 }
 
 // DialPort connects to the port on the host's loopback address.
@@ -38,10 +38,10 @@ func (s *sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, types.Errorf(types.Unavailable, "nothing listens on port %d", port)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "nothing listens on port %d", port)
 	}
 	if err != nil {
-		return nil, types.Classify(types.Unavailable, fmt.Errorf("dial port %d: %w", port, err))
+		return nil, errdefs.Classify(errdefs.Unavailable, fmt.Errorf("dial port %d: %w", port, err))
 	}
 	return c, nil
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Options configure New.
@@ -57,29 +57,29 @@ var _ driver.Provider = (*provider)(nil)
 // New opens a fake provider on opts.StateDir, creating the directory.
 func New(opts Options) (driver.Provider, error) {
 	if opts.StateDir == "" {
-		return nil, types.Errorf(types.InvalidArgument, "fakeprovider: Options.StateDir is required")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "fakeprovider: Options.StateDir is required")
 	}
 	state, err := filepath.Abs(opts.StateDir)
 	if err != nil {
-		return nil, types.Classify(types.InvalidArgument, err)
+		return nil, errdefs.Classify(errdefs.InvalidArgument, err)
 	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
-		return nil, types.Classify(types.InvalidArgument, err)
+		return nil, errdefs.Classify(errdefs.InvalidArgument, err)
 	}
 	return &provider{opts: opts, state: state}, nil
 }
 
-func (p *provider) Capabilities() types.Capabilities { return CapabilitiesOf(p.opts) }
+func (p *provider) Capabilities() driver.Capabilities { return CapabilitiesOf(p.opts) }
 
 // CapabilitiesOf is what a fake provider opened with opts can do, derived
 // from the handle types the options select (for a registry entry, which
 // reports it without opening the provider).
-func CapabilitiesOf(opts Options) types.Capabilities {
-	c := types.Capabilities{
-		ResourceMode: types.ResourcesLimits,
-		Networks:     []types.NetworkMode{types.NetworkNone},
+func CapabilitiesOf(opts Options) driver.Capabilities {
+	c := driver.Capabilities{
+		ResourceMode: driver.ResourcesLimits,
+		Networks:     []driver.NetworkMode{driver.NetworkNone},
 		MaxTTL:       opts.MaxTTL,
-		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
+		Ports:        []driver.PortProtocol{driver.PortHTTP, driver.PortTCP},
 	}
 	switch {
 	case opts.Minimal:
@@ -94,7 +94,7 @@ func (p *provider) Close() error { return nil }
 
 // Create does not look at ctx: like a remote create already sent, it
 // completes, and the wrapper is what deletes a sandbox nobody waits for.
-func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *provider) Create(_ context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	f := p.opts.Faults.Get()
 	if f.FailCreate != nil {
 		return nil, f.FailCreate
@@ -105,7 +105,7 @@ func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, e
 	id := newID()
 	dir := filepath.Join(p.state, id)
 	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
-		return nil, types.Classify(types.Unavailable, err)
+		return nil, errdefs.Classify(errdefs.Unavailable, err)
 	}
 	if p.opts.Busybox != "" {
 		if err := seedRoot(filepath.Join(dir, "root"), p.opts.Busybox); err != nil {
@@ -149,7 +149,7 @@ func newID() string {
 // but a direct child of the state dir.
 func (p *provider) dirOf(id string) (string, error) {
 	if !idPattern.MatchString(id) {
-		return "", types.Errorf(types.InvalidArgument, "malformed sandbox id %q", id)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "malformed sandbox id %q", id)
 	}
 	return filepath.Join(p.state, id), nil
 }
@@ -165,12 +165,12 @@ func (p *provider) Connect(_ context.Context, id string) (driver.Sandbox, error)
 	return p.handle(id), nil
 }
 
-func (p *provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	entries, err := os.ReadDir(p.state)
 	if err != nil {
-		return nil, types.Classify(types.Unavailable, err)
+		return nil, errdefs.Classify(errdefs.Unavailable, err)
 	}
-	var out []types.Info
+	var out []driver.Info
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -182,15 +182,15 @@ func (p *provider) List(ctx context.Context, labels map[string]string) ([]types.
 		if err != nil {
 			continue // being created, deleted or just expired
 		}
-		if !types.MatchLabels(m.Labels, labels) {
+		if !driver.MatchLabels(m.Labels, labels) {
 			continue
 		}
-		out = append(out, types.Info{
+		out = append(out, driver.Info{
 			ID: m.ID, Image: m.Image, Labels: m.Labels, State: "running",
 			CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt,
 		})
 	}
-	slices.SortFunc(out, func(a, b types.Info) int {
+	slices.SortFunc(out, func(a, b driver.Info) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
@@ -217,14 +217,14 @@ func destroy(ctx context.Context, dir string) error {
 	trash := filepath.Join(filepath.Dir(dir), ".trash-"+filepath.Base(dir)+"-"+newID())
 	if err := os.Rename(dir, trash); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return types.Errorf(types.NotFound, "sandbox %s does not exist", filepath.Base(dir))
+			return errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", filepath.Base(dir))
 		}
-		return types.Classify(types.Unavailable, err)
+		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	unschedule(dir)
 	killAll(ctx, dir)
 	if err := os.RemoveAll(trash); err != nil {
-		return types.Classify(types.Unavailable, err)
+		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	return nil
 }

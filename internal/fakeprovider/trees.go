@@ -6,7 +6,6 @@ import (
 
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // treeSandbox is a sandbox that moves trees in one call (Options.NativeTrees).
@@ -86,7 +85,7 @@ func (d *download) Close() error {
 type minimalSandbox struct{ driver.Sandbox }
 
 // Exec hides the process's optional methods too.
-func (s minimalSandbox) Exec(ctx context.Context, c types.Command) (driver.Process, error) {
+func (s minimalSandbox) Exec(ctx context.Context, c driver.Command) (driver.Process, error) {
 	p, err := s.Sandbox.Exec(ctx, c)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // BusyWait bounds how long Start retries an exec refused with ETXTBSY.
@@ -67,15 +67,15 @@ type Spec struct {
 // ETXTBSY after BusyWait is Unavailable.
 func Start(ctx context.Context, s Spec) (*Process, error) {
 	if len(s.Args) == 0 || s.Path == "" {
-		return nil, types.Errorf(types.InvalidArgument, "hostproc: no program to start")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "hostproc: no program to start")
 	}
 	path, args, dir, sys, err := s.confine()
 	if err != nil {
-		return nil, types.Classify(types.NotSupported, err)
+		return nil, errdefs.Classify(errdefs.NotSupported, err)
 	}
 	ends, err := s.pipes()
 	if err != nil {
-		return nil, types.Classify(types.Unavailable, err)
+		return nil, errdefs.Classify(errdefs.Unavailable, err)
 	}
 	attr := &os.ProcAttr{Dir: dir, Env: s.Env, Files: ends.child[:], Sys: sys}
 	if attr.Env == nil {
@@ -113,7 +113,7 @@ func startRetrying(ctx context.Context, oomAdj int, path string, args []string, 
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, types.Errorf(types.Unavailable, "%w: still open for writing after %v", err, BusyWait)
+			return nil, errdefs.Errorf(errdefs.Unavailable, "%w: still open for writing after %v", err, BusyWait)
 		}
 		t := time.NewTimer(min(wait, left))
 		select {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 
 	"github.com/berth-sh/berth/internal/syncbuf"
 )
@@ -81,8 +81,8 @@ func TestStartTextFileBusyIsBounded(t *testing.T) {
 	prog := busyProgram(t)
 	holdForWriting(t, prog)
 	_, err := Start(ctxT(t), Spec{Path: prog, Args: []string{"prog"}})
-	if !errors.Is(err, syscall.ETXTBSY) || types.ClassOf(err) != types.Unavailable {
-		t.Fatalf("start while held for good: %v (class %v), want Unavailable wrapping ETXTBSY", err, types.ClassOf(err))
+	if !errors.Is(err, syscall.ETXTBSY) || errdefs.ClassOf(err) != errdefs.Unavailable {
+		t.Fatalf("start while held for good: %v (class %v), want Unavailable wrapping ETXTBSY", err, errdefs.ClassOf(err))
 	}
 	if !strings.Contains(err.Error(), "text file busy") || !strings.Contains(err.Error(), "prog") {
 		t.Errorf("error %q does not say what was busy", err)

@@ -5,7 +5,8 @@ import (
 	"net"
 	"sync"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Endpoints are one sandbox handle's loopback listeners, one per port and
@@ -15,35 +16,35 @@ import (
 type Endpoints struct {
 	mu     sync.Mutex
 	closed bool
-	lns    map[types.Port]*Listener
+	lns    map[driver.Port]*Listener
 }
 
 // Endpoint returns port's listener as an Endpoint (made on first use, with
 // dial connecting to the port): an http:// or tcp:// URL on 127.0.0.1,
 // Local.
-func (e *Endpoints) Endpoint(port types.Port, dial func(ctx context.Context, port int) (net.Conn, error)) (types.Endpoint, error) {
+func (e *Endpoints) Endpoint(port driver.Port, dial func(ctx context.Context, port int) (net.Conn, error)) (driver.Endpoint, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "sandbox handle is closed")
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.InvalidArgument, "sandbox handle is closed")
 	}
 	ln := e.lns[port]
 	if ln == nil {
 		var err error
 		ln, err = Listen(func(ctx context.Context) (net.Conn, error) { return dial(ctx, port.Number) }, port.Protocol)
 		if err != nil {
-			return types.Endpoint{}, err
+			return driver.Endpoint{}, err
 		}
 		if e.lns == nil {
-			e.lns = map[types.Port]*Listener{}
+			e.lns = map[driver.Port]*Listener{}
 		}
 		e.lns[port] = ln
 	}
 	scheme := "http://"
-	if port.Protocol == types.PortTCP {
+	if port.Protocol == driver.PortTCP {
 		scheme = "tcp://"
 	}
-	return types.Endpoint{URL: scheme + ln.Addr(), Protocol: port.Protocol, Local: true}, nil
+	return driver.Endpoint{URL: scheme + ln.Addr(), Protocol: port.Protocol, Local: true}, nil
 }
 
 // Close closes every listener and refuses new ones.

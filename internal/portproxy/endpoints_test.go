@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // One listener per port and protocol for the handle's life, carrying each
@@ -21,7 +22,7 @@ func TestEndpoints(t *testing.T) {
 		return a, nil
 	}
 	var e Endpoints
-	tcp := types.Port{Number: 9000, Protocol: types.PortTCP}
+	tcp := driver.Port{Number: 9000, Protocol: driver.PortTCP}
 	ep, err := e.Endpoint(tcp, dial)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestEndpoints(t *testing.T) {
 	if err != nil || again.URL != ep.URL {
 		t.Fatalf("the same port again: %+v, %v; want %s", again, err, ep.URL)
 	}
-	other, err := e.Endpoint(types.Port{Number: 9000, Protocol: types.PortHTTP}, dial)
+	other, err := e.Endpoint(driver.Port{Number: 9000, Protocol: driver.PortHTTP}, dial)
 	if err != nil || other.URL == ep.URL || !strings.HasPrefix(other.URL, "http://") {
 		t.Fatalf("the port as http: %+v, %v; want its own http:// listener", other, err)
 	}
@@ -50,7 +51,7 @@ func TestEndpoints(t *testing.T) {
 	if _, err := net.Dial("tcp", strings.TrimPrefix(ep.URL, "tcp://")); err == nil {
 		t.Errorf("%s still accepts after Close", ep.URL)
 	}
-	if _, err := e.Endpoint(tcp, dial); types.ClassOf(err) != types.InvalidArgument {
+	if _, err := e.Endpoint(tcp, dial); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("Endpoint after Close: %v, want InvalidArgument", err)
 	}
 }

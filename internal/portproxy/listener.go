@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // DialFunc connects to the port behind a Listener.
@@ -30,7 +31,7 @@ const (
 type Listener struct {
 	ln    net.Listener
 	dial  DialFunc
-	proto types.PortProtocol
+	proto driver.PortProtocol
 	ctx   context.Context
 	stop  context.CancelFunc
 
@@ -43,10 +44,10 @@ type Listener struct {
 // this host's own processes can connect) and serves it until Close.
 // When dial fails, an HTTP client (proto PortHTTP) gets a 502 answer whose
 // body is the error, and a TCP client a reset.
-func Listen(dial DialFunc, proto types.PortProtocol) (*Listener, error) {
+func Listen(dial DialFunc, proto driver.PortProtocol) (*Listener, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, types.Errorf(types.Unavailable, "listen on the loopback interface: %w", err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "listen on the loopback interface: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	l := &Listener{ln: ln, dial: dial, proto: proto, ctx: ctx, stop: stop, conns: map[net.Conn]struct{}{}}
@@ -139,7 +140,7 @@ func (l *Listener) handle(c net.Conn) {
 // refuse answers a connection whose port could not be reached.
 func (l *Listener) refuse(c net.Conn, err error) {
 	defer c.Close()
-	if l.proto != types.PortHTTP {
+	if l.proto != driver.PortHTTP {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // a reset, not a clean end that reads as an empty answer
 		}
@@ -159,7 +160,7 @@ func (l *Listener) refuse(c net.Conn, err error) {
 func WriteBadGateway(w io.Writer, err error) {
 	msg := oneLine(err.Error()) + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nX-Berth-Error-Class: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		types.ClassOf(err), len(msg), msg)
+		errdefs.ClassOf(err), len(msg), msg)
 }
 
 func oneLine(s string) string {

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/providers/internal/rest"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Sandbox states, as the API spells them.
@@ -112,7 +113,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]sandbo
 	if len(labels) > 0 {
 		b, err := json.Marshal(labels)
 		if err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "daytona: labels: %w", err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: labels: %w", err)
 		}
 		q.Set("labels", string(b))
 	}
@@ -125,7 +126,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]sandbo
 		if len(raw) > 0 && raw[0] == '[' {
 			var items []sandboxDTO
 			if err := json.Unmarshal(raw, &items); err != nil {
-				return nil, types.Errorf(types.Unavailable, "daytona API: GET /sandbox: decoding the list: %w", err)
+				return nil, errdefs.Errorf(errdefs.Unavailable, "daytona API: GET /sandbox: decoding the list: %w", err)
 			}
 			return append(all, items...), nil
 		}
@@ -134,7 +135,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]sandbo
 			NextCursor *string      `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &pg); err != nil {
-			return nil, types.Errorf(types.Unavailable, "daytona API: GET /sandbox: decoding the list: %w", err)
+			return nil, errdefs.Errorf(errdefs.Unavailable, "daytona API: GET /sandbox: decoding the list: %w", err)
 		}
 		all = append(all, pg.Items...)
 		if pg.NextCursor == nil || *pg.NextCursor == "" {
@@ -142,7 +143,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]sandbo
 		}
 		q.Set("cursor", *pg.NextCursor)
 	}
-	return nil, types.Errorf(types.Unavailable, "daytona API: GET /sandbox: more than %d pages", maxListPages)
+	return nil, errdefs.Errorf(errdefs.Unavailable, "daytona API: GET /sandbox: more than %d pages", maxListPages)
 }
 
 const maxListPages = 1000
@@ -177,11 +178,11 @@ func (p *Provider) deleteByID(ctx context.Context, id string) error {
 		return err
 	}
 	if gone(sb.State) {
-		return types.Errorf(types.NotFound, "daytona: sandbox %s is %s", id, sb.State)
+		return errdefs.Errorf(errdefs.NotFound, "daytona: sandbox %s is %s", id, sb.State)
 	}
 	for attempt := 0; ; attempt++ {
 		err := p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: p.sandboxURL(id)}, nil)
-		if err == nil || errors.Is(err, types.ErrNotFound) || attempt >= 3 || !refusedForState(err) {
+		if err == nil || errors.Is(err, errdefs.ErrNotFound) || attempt >= 3 || !refusedForState(err) {
 			return err
 		}
 		sb, gerr := p.get(ctx, id)
@@ -275,8 +276,8 @@ func tailLines(s string, n, max int) string {
 }
 
 // info turns a listed sandbox into the API's Info.
-func info(sb sandboxDTO) types.Info {
-	in := types.Info{ID: sb.ID, Image: sb.Snapshot, Labels: sb.Labels, State: sb.State}
+func info(sb sandboxDTO) driver.Info {
+	in := driver.Info{ID: sb.ID, Image: sb.Snapshot, Labels: sb.Labels, State: sb.State}
 	if img, ok := sb.Labels[ImageLabel]; ok {
 		in.Image = img
 		in.Labels = maps.Clone(sb.Labels)

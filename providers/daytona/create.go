@@ -15,7 +15,7 @@ import (
 	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // SnapshotPrefix marks a Spec.Image that names a Daytona snapshot rather
@@ -34,7 +34,7 @@ const teardownTimeout = 2 * time.Minute
 
 // Create makes a sandbox and waits until it has started. A create that
 // fails after the API accepted it deletes what it made.
-func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	req, diskGB, err := p.createRequest(spec)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (p *Provider) adopt(ctx context.Context, id string, diskGB int) (driver.San
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
-		if derr := p.Delete(dctx, id); derr != nil && !errors.Is(derr, types.ErrNotFound) {
+		if derr := p.Delete(dctx, id); derr != nil && !errors.Is(derr, errdefs.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("deleting the sandbox that did not start: %w", derr))
 		}
 		return nil, err
@@ -82,7 +82,7 @@ func (p *Provider) adopt(ctx context.Context, id string, diskGB int) (driver.San
 
 // createRequest maps a Spec onto POST /sandbox, and returns the disk GB the
 // sandbox will hold.
-func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
+func (p *Provider) createRequest(spec driver.Spec) (createRequest, int, error) {
 	req := createRequest{
 		Name:               "berth-" + randomHex(6),
 		User:               spec.User,
@@ -94,17 +94,17 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 	}
 	switch {
 	case spec.Build != nil:
-		return req, 0, types.Errorf(types.NotSupported, "daytona: building from a context directory is not supported; give an image or %s<name>", SnapshotPrefix)
+		return req, 0, errdefs.Errorf(errdefs.NotSupported, "daytona: building from a context directory is not supported; give an image or %s<name>", SnapshotPrefix)
 	case strings.HasPrefix(spec.Image, SnapshotPrefix):
 		req.Snapshot = strings.TrimPrefix(spec.Image, SnapshotPrefix)
 		if req.Snapshot == "" {
-			return req, 0, types.Errorf(types.InvalidArgument, "daytona: image %q names no snapshot", spec.Image)
+			return req, 0, errdefs.Errorf(errdefs.InvalidArgument, "daytona: image %q names no snapshot", spec.Image)
 		}
 	default:
 		// The reference becomes a Dockerfile line: refuse anything that
 		// could add a line of its own.
 		if spec.Image == "" || strings.IndexFunc(spec.Image, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-			return req, 0, types.Errorf(types.InvalidArgument, "daytona: image reference %q is empty or holds spaces or control characters", spec.Image)
+			return req, 0, errdefs.Errorf(errdefs.InvalidArgument, "daytona: image reference %q is empty or holds spaces or control characters", spec.Image)
 		}
 		req.BuildInfo = &buildInfo{DockerfileContent: "FROM " + spec.Image}
 		// A listed sandbox shows no build, only its labels: the image
@@ -129,28 +129,28 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 	if r.CPUs > 0 {
 		req.CPU = int(math.Ceil(r.CPUs))
 		if req.CPU > lim.CPU {
-			return req, 0, types.Errorf(types.InvalidArgument, "daytona: %g CPUs asked (%d cores rounded up); the per-sandbox maximum is %d cores", r.CPUs, req.CPU, lim.CPU)
+			return req, 0, errdefs.Errorf(errdefs.InvalidArgument, "daytona: %g CPUs asked (%d cores rounded up); the per-sandbox maximum is %d cores", r.CPUs, req.CPU, lim.CPU)
 		}
 	}
 	if r.MemoryMB > 0 {
 		req.Memory = ceilDiv(r.MemoryMB, 1024)
 		if req.Memory > lim.MemoryGB {
-			return req, 0, types.Errorf(types.InvalidArgument, "daytona: %d MB of memory asked (%d GB rounded up); the per-sandbox maximum is %d GB", r.MemoryMB, req.Memory, lim.MemoryGB)
+			return req, 0, errdefs.Errorf(errdefs.InvalidArgument, "daytona: %d MB of memory asked (%d GB rounded up); the per-sandbox maximum is %d GB", r.MemoryMB, req.Memory, lim.MemoryGB)
 		}
 	}
 	diskGB := p.opts.DefaultDiskGB
 	if r.StorageMB > 0 {
 		req.Disk = ceilDiv(r.StorageMB, 1024)
 		if req.Disk > lim.DiskGB {
-			return req, 0, types.Errorf(types.InvalidArgument, "daytona: %d MB of disk asked (%d GB rounded up); the per-sandbox maximum is %d GB", r.StorageMB, req.Disk, lim.DiskGB)
+			return req, 0, errdefs.Errorf(errdefs.InvalidArgument, "daytona: %d MB of disk asked (%d GB rounded up); the per-sandbox maximum is %d GB", r.StorageMB, req.Disk, lim.DiskGB)
 		}
 		diskGB = req.Disk
 	}
 	switch spec.Network.Mode {
-	case types.NetworkNone, "":
+	case driver.NetworkNone, "":
 		req.NetworkBlockAll = true
-	case types.NetworkPublic:
-	case types.NetworkAllowlist:
+	case driver.NetworkPublic:
+	case driver.NetworkAllowlist:
 		cidrs, domains, err := allowlist.Split("daytona", spec.Network.Allow)
 		if err != nil {
 			return req, 0, err
@@ -158,7 +158,7 @@ func (p *Provider) createRequest(spec types.Spec) (createRequest, int, error) {
 		req.NetworkAllowList = strings.Join(cidrs, ",")
 		req.DomainAllowList = strings.Join(domains, ",")
 	default:
-		return req, 0, types.Errorf(types.NotSupported, "daytona: network mode %q", spec.Network.Mode)
+		return req, 0, errdefs.Errorf(errdefs.NotSupported, "daytona: network mode %q", spec.Network.Mode)
 	}
 	return req, diskGB, nil
 }
@@ -179,20 +179,20 @@ func (p *Provider) waitStarted(ctx context.Context, id string, fromStopped bool)
 		if sb != nil {
 			state = sb.State
 		}
-		return nil, types.Errorf(types.DeadlineExceeded, "daytona: sandbox %s did not start within %v (state %s)", id, p.opts.StartTimeout, state)
+		return nil, errdefs.Errorf(errdefs.DeadlineExceeded, "daytona: sandbox %s did not start within %v (state %s)", id, p.opts.StartTimeout, state)
 	case err != nil:
 		return nil, err
 	case sb.State == stateBuildFailed:
-		return nil, p.failure(ctx, types.InvalidArgument, sb, "the image build failed")
+		return nil, p.failure(ctx, errdefs.InvalidArgument, sb, "the image build failed")
 	case sb.State == stateError:
-		return nil, p.failure(ctx, types.Unavailable, sb, "the sandbox failed to start")
+		return nil, p.failure(ctx, errdefs.Unavailable, sb, "the sandbox failed to start")
 	case sb.State != stateStarted:
-		return nil, types.Errorf(types.Unavailable, "daytona: sandbox %s was %s while starting", id, sb.State)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "daytona: sandbox %s was %s while starting", id, sb.State)
 	}
 	return sb, nil
 }
 
-func (p *Provider) failure(ctx context.Context, c types.Class, sb *sandboxDTO, what string) error {
+func (p *Provider) failure(ctx context.Context, c errdefs.Class, sb *sandboxDTO, what string) error {
 	msg := fmt.Sprintf("daytona: sandbox %s: %s (state %s)", sb.ID, what, sb.State)
 	if sb.ErrorReason != "" {
 		msg += ": " + p.c.redact(sb.ErrorReason)
@@ -200,7 +200,7 @@ func (p *Provider) failure(ctx context.Context, c types.Class, sb *sandboxDTO, w
 	if tail := p.buildLogTail(ctx, sb.ID); tail != "" {
 		msg += "\nbuild log (last lines):\n" + tail
 	}
-	return &types.Error{Class: c, Err: errors.New(msg)}
+	return &errdefs.Error{Class: c, Err: errors.New(msg)}
 }
 
 // ambiguous reports whether a failed create may have made a sandbox anyway:

@@ -56,10 +56,10 @@
 // Command.User is NotSupported.
 //
 // Errors map onto the sandbox classes by status alone, through the one
-// HTTP mapping of package sandbox/types: 401/403 Unauthenticated, 404
+// HTTP mapping of package sandbox/errdefs: 401/403 Unauthenticated, 404
 // NotFound, 409 AlreadyExists, 400 InvalidArgument, 504 DeadlineExceeded,
 // 502/503 Unavailable, and 429 ResourceExhausted carrying the advised wait
-// from Retry-After or Retry-After-<throttler> (types.Error.RetryAfter).
+// from Retry-After or Retry-After-<throttler> (errdefs.Error.RetryAfter).
 // Account quota refusals ("Total disk limit exceeded ...") are answered
 // 400, so they are InvalidArgument and never retried; the driver does not
 // read the text. The driver's own disk cap (DiskQuotaGB) refuses a sandbox

@@ -18,7 +18,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // splitHeader asks the toolbox for the raw log, stdout and stderr lines
@@ -57,9 +57,9 @@ var _ driver.Process = (*process)(nil)
 
 // Exec starts cmd in a new toolbox session and returns once the toolbox has
 // accepted it. Output is followed by a goroutine until the command ends.
-func (s *Sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (s *Sandbox) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	if cmd.User != "" && cmd.User != s.user {
-		return nil, types.Errorf(types.NotSupported, "daytona: commands run as the sandbox's user %q; running as %q is not supported (set Spec.User)", s.user, cmd.User)
+		return nil, errdefs.Errorf(errdefs.NotSupported, "daytona: commands run as the sandbox's user %q; running as %q is not supported (set Spec.User)", s.user, cmd.User)
 	}
 	xid := randomHex(8)
 	script, err := wrapperScript(xid, cmd)
@@ -83,7 +83,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, 
 	if err := c.do(ctx, rest.Call{Method: http.MethodPost, URL: pr.sessionURL("exec"), JSON: req}, &started); err != nil || started.CmdID == "" {
 		pr.deleteSession()
 		if err == nil {
-			err = types.Errorf(types.Unavailable, "daytona: the toolbox started the command without naming it")
+			err = errdefs.Errorf(errdefs.Unavailable, "daytona: the toolbox started the command without naming it")
 		}
 		return nil, err
 	}
@@ -137,10 +137,10 @@ func (pr *process) Wait(ctx context.Context) (int, error) {
 }
 
 // Signal sends sig to the program through a one-off toolbox command.
-func (pr *process) Signal(ctx context.Context, sig types.Signal) error {
+func (pr *process) Signal(ctx context.Context, sig driver.Signal) error {
 	select {
 	case <-pr.done:
-		return types.Errorf(types.NotFound, "daytona: the process has ended")
+		return errdefs.Errorf(errdefs.NotFound, "daytona: the process has ended")
 	default:
 	}
 	script, err := signalScript(pr.xid, sig)
@@ -159,9 +159,9 @@ func (pr *process) Signal(ctx context.Context, sig types.Signal) error {
 	case 0:
 		return nil
 	case 3:
-		return types.Errorf(types.NotFound, "daytona: the process has ended")
+		return errdefs.Errorf(errdefs.NotFound, "daytona: the process has ended")
 	default:
-		return types.Errorf(types.Unavailable, "daytona: sending %s failed (exit %d): %s", sig, out.ExitCode, tailLines(out.Result, 5, 500))
+		return errdefs.Errorf(errdefs.Unavailable, "daytona: sending %s failed (exit %d): %s", sig, out.ExitCode, tailLines(out.Result, 5, 500))
 	}
 }
 
@@ -174,9 +174,9 @@ func (pr *process) run() {
 	case pr.timedOut.Load():
 		// Deleting the session kills the command and everything it started.
 		pr.deleteSession()
-		code, err = -1, types.Errorf(types.DeadlineExceeded, "daytona: the command ran past its %v timeout and was killed", pr.timeout)
+		code, err = -1, errdefs.Errorf(errdefs.DeadlineExceeded, "daytona: the command ran past its %v timeout and was killed", pr.timeout)
 	case err != nil && pr.s.life.Err() != nil:
-		code, err = -1, types.Errorf(types.InvalidArgument, "daytona: the sandbox handle was closed while the command ran")
+		code, err = -1, errdefs.Errorf(errdefs.InvalidArgument, "daytona: the sandbox handle was closed while the command ran")
 	case err == nil:
 		if werr := d.writeErr(); werr != nil {
 			err = fmt.Errorf("daytona: delivering output: %w", werr)
@@ -346,12 +346,12 @@ func (pr *process) readLog(d *demux) error {
 			Output string `json:"output"`
 		}
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxLogJSON)).Decode(&logs); err != nil {
-			return types.Errorf(types.Unavailable, "daytona: decoding the command log: %w", err)
+			return errdefs.Errorf(errdefs.Unavailable, "daytona: decoding the command log: %w", err)
 		}
 		body = strings.NewReader(logs.Output)
 	}
 	if skipped, err := io.CopyN(io.Discard, body, d.n); err != nil {
-		return types.Errorf(types.Unavailable, "daytona: the command log is %d bytes, shorter than the %d already read: %w", skipped, d.n, err)
+		return errdefs.Errorf(errdefs.Unavailable, "daytona: the command log is %d bytes, shorter than the %d already read: %w", skipped, d.n, err)
 	}
 	buf := make([]byte, 64<<10)
 	for {
@@ -363,7 +363,7 @@ func (pr *process) readLog(d *demux) error {
 			return nil
 		}
 		if err != nil {
-			return types.Errorf(types.Unavailable, "daytona: reading the command log: %w", err)
+			return errdefs.Errorf(errdefs.Unavailable, "daytona: reading the command log: %w", err)
 		}
 	}
 }
@@ -382,7 +382,7 @@ func (pr *process) feedStdin(r io.Reader) {
 		default:
 		}
 		err := pr.s.p.c.do(pr.ctx, rest.Call{Method: http.MethodPost, URL: pr.commandURL("input"), JSON: map[string]string{"data": data}}, nil)
-		if err != nil && !errors.Is(err, types.ErrNotFound) {
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			pr.s.p.opts.Logger.Debug("daytona stdin stopped", "session", pr.sid, "error", err)
 		}
 		return err == nil
@@ -406,7 +406,7 @@ func (pr *process) deleteSession() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := pr.s.p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: pr.base + "/process/session/" + url.PathEscape(pr.sid)}, nil)
-	if err != nil && !errors.Is(err, types.ErrNotFound) {
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		pr.s.p.opts.Logger.Debug("daytona session delete failed", "session", pr.sid, "error", err)
 	}
 }

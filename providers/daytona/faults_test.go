@@ -13,8 +13,8 @@ import (
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 var spec = sandbox.Spec{Image: "busybox:1.36", Labels: map[string]string{"berth-test": "1"}}
@@ -65,14 +65,14 @@ func TestRateLimitRetriesAreBounded(t *testing.T) {
 	srv.Inject(daytonatest.Fault{Method: http.MethodGet, Path: "/api/sandbox", Times: 10, Status: http.StatusTooManyRequests,
 		Message: "Rate limit exceeded", Header: map[string]string{"Retry-After-authenticated": "0.01"}})
 	_, err := d.List(t.Context(), nil)
-	if !errors.Is(err, types.ErrResourceExhausted) {
+	if !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Fatalf("list under a lasting throttle: %v, want ResourceExhausted", err)
 	}
 	if n := len(requestsTo(srv, http.MethodGet, "/api/sandbox")); n != 3 {
 		t.Errorf("%d attempts, want 3 (one and two retries)", n)
 	}
 	var ae *daytona.APIError
-	if !errors.As(err, &ae) || ae.Throttler != "authenticated" || types.RetryAfterOf(err) != 10*time.Millisecond {
+	if !errors.As(err, &ae) || ae.Throttler != "authenticated" || errdefs.RetryAfterOf(err) != 10*time.Millisecond {
 		t.Errorf("error %v does not carry the throttler and its advice", err)
 	}
 }
@@ -85,7 +85,7 @@ func TestCreateRateLimitGoesToTheGate(t *testing.T) {
 	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 	srv.RateLimit(http.MethodPost, "/api/sandbox", 1, "sandbox-create", 1)
 	_, err := p.Create(t.Context(), spec)
-	if !errors.Is(err, types.ErrResourceExhausted) || !types.Retryable(err) || types.RetryAfterOf(err) != time.Second {
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !errdefs.Retryable(err) || errdefs.RetryAfterOf(err) != time.Second {
 		t.Fatalf("throttled create: %v; want a retryable ResourceExhausted advising 1s", err)
 	}
 	if !strings.Contains(err.Error(), "sandbox-create") {
@@ -132,7 +132,7 @@ func TestQuotaIsNotRetried(t *testing.T) {
 	g := throttle.New(throttle.Limits{Retries: 5, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	defer g.Close()
 	_, _, err = g.Create(t.Context(), p, big)
-	if !errors.Is(err, types.ErrInvalidArgument) || types.Retryable(err) {
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Retryable(err) {
 		t.Fatalf("create past the disk quota: %v; want an InvalidArgument that is not retryable", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "Total disk limit exceeded") || !strings.Contains(msg, "5GiB") {
@@ -158,7 +158,7 @@ func TestBuildFailureReportsTheLogTail(t *testing.T) {
 	log.WriteString("ERROR: failed to solve: nosuch/image:1: not found\n")
 	srv.FailBuilds(1, log.String())
 	_, err := p.Create(t.Context(), sandbox.Spec{Image: "nosuch/image:1"})
-	if !errors.Is(err, types.ErrInvalidArgument) {
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("create of an image that fails to build: %v, want InvalidArgument", err)
 	}
 	msg := err.Error()
@@ -254,7 +254,7 @@ func TestLostCreateAnswerLeavesNoSandbox(t *testing.T) {
 	p := sandbox.NewProvider("daytona", openDriver(t, srv, nil))
 	srv.Inject(daytonatest.Fault{Method: http.MethodPost, Path: "/api/sandbox", Status: http.StatusBadGateway, Message: "upstream reset", AfterServing: true})
 	_, err := p.Create(t.Context(), spec)
-	if !errors.Is(err, types.ErrUnavailable) {
+	if !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("create whose answer was lost: %v, want Unavailable", err)
 	}
 	if len(srv.Live()) == 0 {
@@ -286,7 +286,7 @@ func TestDeleteStopsWhenRefused(t *testing.T) {
 	if len(requestsTo(srv, http.MethodPost, "/api/sandbox/"+sb.ID()+"/stop")) != 1 {
 		t.Error("the driver did not stop the sandbox before deleting it")
 	}
-	if err := sb.Delete(t.Context()); !errors.Is(err, types.ErrNotFound) {
+	if err := sb.Delete(t.Context()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("second delete: %v, want NotFound", err)
 	}
 	waitNoneLive(t, srv)

@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/providers/internal/rest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // fileInfoDTO is the toolbox's FileInfo.
@@ -119,23 +120,23 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 // out a link whose target is missing), so a one-off command first asks
 // whether p is a symlink and reads its target; only a path that is not a
 // link is described by the file info call.
-func (s *Sandbox) Stat(ctx context.Context, p string) (types.FileInfo, error) {
+func (s *Sandbox) Stat(ctx context.Context, p string) (driver.FileInfo, error) {
 	clean := path.Clean(p)
 	target, isLink, err := s.readLink(ctx, clean)
 	if err != nil {
-		return types.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	if isLink {
-		return types.FileInfo{Name: path.Base(clean), Path: clean, Type: types.FileSymlink, Mode: 0o777,
+		return driver.FileInfo{Name: path.Base(clean), Path: clean, Type: driver.FileSymlink, Mode: 0o777,
 			Size: int64(len(target)), Target: target}, nil
 	}
 	u, err := s.tb(ctx, "/files/info")
 	if err != nil {
-		return types.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	var d fileInfoDTO
 	if err := s.p.c.do(ctx, rest.Call{Method: http.MethodGet, URL: u, Query: url.Values{"path": {p}}}, &d); err != nil {
-		return types.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	return toFileInfo(path.Base(clean), clean, d), nil
 }
@@ -144,7 +145,7 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (types.FileInfo, error) {
 // sandbox's own test and readlink (POSIX sh; coreutils and busybox).
 func (s *Sandbox) readLink(ctx context.Context, p string) (string, bool, error) {
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", false, types.Errorf(types.InvalidArgument, "daytona: the path holds a NUL byte")
+		return "", false, errdefs.Errorf(errdefs.InvalidArgument, "daytona: the path holds a NUL byte")
 	}
 	u, err := s.tb(ctx, "/process/execute")
 	if err != nil {
@@ -164,12 +165,12 @@ func (s *Sandbox) readLink(ctx context.Context, p string) (string, bool, error) 
 	case 3:
 		return "", false, nil
 	default:
-		return "", false, types.Errorf(types.Unavailable, "daytona stat %s: telling a symlink apart failed (exit %d): %s", p, out.ExitCode, tailLines(out.Result, 5, 500))
+		return "", false, errdefs.Errorf(errdefs.Unavailable, "daytona stat %s: telling a symlink apart failed (exit %d): %s", p, out.ExitCode, tailLines(out.Result, 5, 500))
 	}
 }
 
 // ListDir lists a directory; listing a file is InvalidArgument.
-func (s *Sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, error) {
+func (s *Sandbox) ListDir(ctx context.Context, p string) ([]driver.FileInfo, error) {
 	u, err := s.tb(ctx, "/files")
 	if err != nil {
 		return nil, err
@@ -179,11 +180,11 @@ func (s *Sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, erro
 		return nil, err
 	}
 	dir := path.Clean(p)
-	out := make([]types.FileInfo, 0, len(ds))
+	out := make([]driver.FileInfo, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, toFileInfo(d.Name, path.Join(dir, d.Name), d))
 	}
-	slices.SortFunc(out, func(a, b types.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b driver.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -192,11 +193,11 @@ func (s *Sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, erro
 func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
 	fi, err := s.Stat(ctx, p)
 	switch {
-	case err == nil && fi.Type == types.FileDir:
-		return types.Errorf(types.AlreadyExists, "daytona: directory %s exists", p)
+	case err == nil && fi.Type == driver.FileDir:
+		return errdefs.Errorf(errdefs.AlreadyExists, "daytona: directory %s exists", p)
 	case err == nil:
-		return types.Errorf(types.InvalidArgument, "daytona: %s exists and is not a directory", p)
-	case !errors.Is(err, types.ErrNotFound):
+		return errdefs.Errorf(errdefs.InvalidArgument, "daytona: %s exists and is not a directory", p)
+	case !errors.Is(err, errdefs.ErrNotFound):
 		return err
 	}
 	return s.mkdirAll(ctx, p)
@@ -220,15 +221,15 @@ func (s *Sandbox) Remove(ctx context.Context, p string) error {
 	return s.p.c.do(ctx, rest.Call{Method: http.MethodDelete, URL: u, Query: url.Values{"path": {p}, "recursive": {"true"}}}, nil)
 }
 
-func toFileInfo(name, p string, d fileInfoDTO) types.FileInfo {
-	fi := types.FileInfo{Name: name, Path: p, Size: d.Size, Type: types.FileOther}
+func toFileInfo(name, p string, d fileInfoDTO) driver.FileInfo {
+	fi := driver.FileInfo{Name: name, Path: p, Size: d.Size, Type: driver.FileOther}
 	switch {
 	case d.IsDir || strings.HasPrefix(d.Mode, "d"):
-		fi.Type = types.FileDir
+		fi.Type = driver.FileDir
 	case strings.HasPrefix(d.Mode, "L"):
-		fi.Type = types.FileSymlink
+		fi.Type = driver.FileSymlink
 	case strings.HasPrefix(d.Mode, "-"):
-		fi.Type = types.FileRegular
+		fi.Type = driver.FileRegular
 	}
 	if perm, err := strconv.ParseUint(d.Permissions, 8, 32); err == nil {
 		fi.Mode = uint32(perm) & 0o7777

@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // TestDiskQuotaCap: with the account's disk quota given, the driver keeps
@@ -34,7 +34,7 @@ func TestDiskQuotaCap(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	_, err := p.Create(wctx, spec)
-	if !errors.Is(err, types.ErrResourceExhausted) || !strings.Contains(err.Error(), "6 GB total disk quota") {
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "6 GB total disk quota") {
 		t.Fatalf("third create while 6 of 6 GB are held: %v", err)
 	}
 	if n := len(requestsTo(srv, http.MethodPost, "/api/sandbox")); n != 2 {
@@ -54,7 +54,7 @@ func TestDiskQuotaCap(t *testing.T) {
 	big := spec
 	big.Resources.StorageMB = 7 * 1024
 	_, err = p.Create(ctx, big)
-	if !errors.Is(err, types.ErrResourceExhausted) || types.Retryable(err) {
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || errdefs.Retryable(err) {
 		t.Errorf("create larger than the quota: %v, want a permanent ResourceExhausted", err)
 	}
 	for _, s := range []*sandbox.Sandbox{held[1], sb} {
@@ -107,7 +107,7 @@ func TestSetTimeoutIsTheTTL(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := p.Connect(ctx, sb.ID())
-		if errors.Is(err, types.ErrNotFound) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return
 		}
 		if err != nil {
@@ -212,7 +212,7 @@ func TestArgumentsStayLiteral(t *testing.T) {
 	if string(res.Stdout) != want {
 		t.Errorf("the program saw %q, want %q", res.Stdout, want)
 	}
-	if _, err := sb.Stat(ctx, "/tmp/pwned"); !errors.Is(err, types.ErrNotFound) {
+	if _, err := sb.Stat(ctx, "/tmp/pwned"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("an argument ran as shell code (/tmp/pwned: %v)", err)
 	}
 }
@@ -232,7 +232,7 @@ func TestUserIsTheSandboxUser(t *testing.T) {
 	defer sb.Close()
 	defer sb.Delete(context.WithoutCancel(ctx))
 	_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, User: "root"})
-	if !errors.Is(err, types.ErrNotSupported) || !strings.Contains(err.Error(), `"daytona"`) {
+	if !errors.Is(err, errdefs.ErrNotSupported) || !strings.Contains(err.Error(), `"daytona"`) {
 		t.Errorf("exec as another user: %v, want NotSupported naming the sandbox's user", err)
 	}
 }

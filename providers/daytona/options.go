@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // DefaultBaseURL is Daytona's public API.
@@ -93,20 +93,20 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, *url.URL, error) {
 	if o.APIKey == nil || strings.TrimSpace(o.APIKey.Reveal()) == "" {
-		return o, nil, types.Errorf(types.Unauthenticated, "daytona: no API key (set DAYTONA_API_KEY or its key file)")
+		return o, nil, errdefs.Errorf(errdefs.Unauthenticated, "daytona: no API key (set DAYTONA_API_KEY or its key file)")
 	}
 	if o.BaseURL == "" {
 		o.BaseURL = DefaultBaseURL
 	}
 	base, err := url.Parse(strings.TrimRight(o.BaseURL, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return o, nil, types.Errorf(types.InvalidArgument, "daytona: API URL %q is not an http(s) URL", o.BaseURL)
+		return o, nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: API URL %q is not an http(s) URL", o.BaseURL)
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if o.HTTPClient.Timeout != 0 {
-		return o, nil, types.Errorf(types.InvalidArgument, "daytona: the HTTP client must not set a Timeout (it would cut log streams); bound calls with contexts")
+		return o, nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: the HTTP client must not set a Timeout (it would cut log streams); bound calls with contexts")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -116,7 +116,7 @@ func (o Options) withDefaults() (Options, *url.URL, error) {
 		o.DefaultDiskGB = 3
 	}
 	if o.DiskQuotaGB < 0 {
-		return o, nil, types.Errorf(types.InvalidArgument, "daytona: disk quota %d GB is negative", o.DiskQuotaGB)
+		return o, nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: disk quota %d GB is negative", o.DiskQuotaGB)
 	}
 	if o.AutoDelete == 0 {
 		o.AutoDelete = 24 * time.Hour
@@ -140,7 +140,7 @@ func (o Options) withDefaults() (Options, *url.URL, error) {
 		o.PreviewTTL = defaultPreviewTTL
 	}
 	if o.PreviewTTL < time.Second || o.PreviewTTL > maxPreviewTTL {
-		return o, nil, types.Errorf(types.InvalidArgument, "daytona: preview URL lifetime %v is not between 1 s and 24 h", o.PreviewTTL)
+		return o, nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: preview URL lifetime %v is not between 1 s and 24 h", o.PreviewTTL)
 	}
 	if o.KeepActive <= 0 {
 		o.KeepActive = defaultKeepActive

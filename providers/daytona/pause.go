@@ -7,7 +7,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -27,7 +27,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 		return err
 	}
 	if sb.State != statePaused {
-		return types.Errorf(types.Unavailable, "daytona: sandbox %s is %s after a pause", s.id, sb.State)
+		return errdefs.Errorf(errdefs.Unavailable, "daytona: sandbox %s is %s after a pause", s.id, sb.State)
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func vmOnly(err error, what string) error {
 	var ae *rest.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity {
 		// The answer, not its InvalidArgument class, is the cause.
-		return types.Errorf(types.NotSupported, "daytona: only sandboxes of a VM class (linux-vm, windows) can be %s: %w", what, ae)
+		return errdefs.Errorf(errdefs.NotSupported, "daytona: only sandboxes of a VM class (linux-vm, windows) can be %s: %w", what, ae)
 	}
 	return err
 }

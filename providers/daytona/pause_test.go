@@ -11,7 +11,8 @@ import (
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // vmSnapshot is a snapshot whose sandboxes are of the linux-vm class in
@@ -29,7 +30,7 @@ func TestCapabilitiesFollowTheCalls(t *testing.T) {
 	if !c.Pause || !c.Fork || !c.SetTimeout || !c.Signal || c.Snapshot {
 		t.Fatalf("capabilities %+v: want pause, fork, set-timeout and signal, no snapshot", c)
 	}
-	if !c.Supports(types.NetworkAllowlist) {
+	if !c.Supports(driver.NetworkAllowlist) {
 		t.Fatal("the allowlist network mode is not claimed")
 	}
 }
@@ -137,11 +138,11 @@ func TestContainersCannotPauseOrFork(t *testing.T) {
 	needCommands(t)
 	_, _, sb := openSandbox(t, daytonatest.Options{})
 	ctx := t.Context()
-	if err := sb.Pause(ctx); !errors.Is(err, types.ErrNotSupported) || !strings.Contains(err.Error(), "VM class") {
+	if err := sb.Pause(ctx); !errors.Is(err, errdefs.ErrNotSupported) || !strings.Contains(err.Error(), "VM class") {
 		t.Fatalf("pause of a container: %v, want NotSupported", err)
 	}
-	if _, err := sb.Fork(ctx); !errors.Is(err, types.ErrNotSupported) || types.ClassOf(err) != types.NotSupported {
-		t.Fatalf("fork of a container: %v (class %v), want NotSupported", err, types.ClassOf(err))
+	if _, err := sb.Fork(ctx); !errors.Is(err, errdefs.ErrNotSupported) || errdefs.ClassOf(err) != errdefs.NotSupported {
+		t.Fatalf("fork of a container: %v (class %v), want NotSupported", err, errdefs.ClassOf(err))
 	}
 	if res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", "printf alive"}}); err != nil || string(res.Stdout) != "alive" {
 		t.Fatalf("the sandbox after the refusals: %q %v", res.Stdout, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Endpointer = (*Sandbox)(nil)
@@ -37,21 +37,21 @@ type signedPreview struct {
 // driver does not use, so tcp is NotSupported. Preview traffic does not
 // count as activity for auto-stop, so from the first Endpoint until Close
 // the handle refreshes the sandbox's activity every Options.KeepActive.
-func (s *Sandbox) Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error) {
+func (s *Sandbox) Endpoint(ctx context.Context, port driver.Port) (driver.Endpoint, error) {
 	ttl := s.p.opts.PreviewTTL
 	asked := time.Now()
 	var out signedPreview
 	call := rest.Call{Method: http.MethodGet, URL: s.p.sandboxURL(s.id, "ports", strconv.Itoa(port.Number), "signed-preview-url"),
 		Query: url.Values{"expiresInSeconds": {strconv.Itoa(int(ttl / time.Second))}}}
 	if err := s.p.c.do(ctx, call, &out); err != nil {
-		return types.Endpoint{}, err
+		return driver.Endpoint{}, err
 	}
 	pu, err := url.Parse(out.URL)
 	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return types.Endpoint{}, types.Errorf(types.Unavailable, "daytona: the signed preview URL of port %d is not an http(s) URL", port.Number)
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.Unavailable, "daytona: the signed preview URL of port %d is not an http(s) URL", port.Number)
 	}
 	s.keepActive()
-	return types.Endpoint{URL: out.URL, Expires: asked.Add(ttl - min(previewExpiryMargin, ttl/10)), Protocol: port.Protocol}, nil
+	return driver.Endpoint{URL: out.URL, Expires: asked.Add(ttl - min(previewExpiryMargin, ttl/10)), Protocol: port.Protocol}, nil
 }
 
 // keepActive refreshes the activity now, the first time, and then every

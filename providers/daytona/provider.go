@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Provider = (*Provider)(nil)
@@ -22,13 +22,13 @@ const maxAdvisedWait = 5 * time.Minute
 // implement (driver.Derive: pause, resume and fork, which Daytona does for
 // VM-class sandboxes only) and the facts they cannot show. The TTL counts
 // whole minutes, so that is the shortest timeout; disk is a limit.
-func Capabilities() types.Capabilities {
-	return driver.Derive[*Provider, *Sandbox, *process](types.Capabilities{
-		ResourceMode: types.ResourcesLimits,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+func Capabilities() driver.Capabilities {
+	return driver.Derive[*Provider, *Sandbox, *process](driver.Capabilities{
+		ResourceMode: driver.ResourcesLimits,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic, driver.NetworkAllowlist},
 		Storage:      true,
 		MinTimeout:   time.Minute,
-		Ports:        []types.PortProtocol{types.PortHTTP},
+		Ports:        []driver.PortProtocol{driver.PortHTTP},
 	})
 }
 
@@ -85,7 +85,7 @@ func (p *Provider) String() string { return "daytona provider at " + p.c.base }
 func (p *Provider) GoString() string { return p.String() }
 
 // Capabilities reports what the driver supports.
-func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
+func (p *Provider) Capabilities() driver.Capabilities { return Capabilities() }
 
 // Connect returns a handle to a sandbox by ID or name. A deleted sandbox
 // is NotFound; a stopped or archived one (auto-stop) is started again.
@@ -101,15 +101,15 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	}
 	switch {
 	case gone(sb.State):
-		return nil, types.Errorf(types.NotFound, "daytona: sandbox %s is %s", id, sb.State)
+		return nil, errdefs.Errorf(errdefs.NotFound, "daytona: sandbox %s is %s", id, sb.State)
 	case failed(sb.State):
-		return nil, types.Errorf(types.InvalidArgument, "daytona: sandbox %s is in state %s: %s", id, sb.State, sb.ErrorReason)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "daytona: sandbox %s is in state %s: %s", id, sb.State, sb.ErrorReason)
 	case sb.State == stateStarted:
 	case sb.State == stateStopped || sb.State == stateArchived || sb.State == statePaused:
 		if err := p.c.do(ctx, rest.Call{Method: http.MethodPost, URL: p.sandboxURL(sb.ID, "start")}, nil); err != nil {
 			// Auto-delete may have taken it between the read and the start.
-			if now, gerr := p.get(ctx, sb.ID); errors.Is(gerr, types.ErrNotFound) || (gerr == nil && gone(now.State)) {
-				return nil, types.Errorf(types.NotFound, "daytona: sandbox %s was deleted while being started again", id)
+			if now, gerr := p.get(ctx, sb.ID); errors.Is(gerr, errdefs.ErrNotFound) || (gerr == nil && gone(now.State)) {
+				return nil, errdefs.Errorf(errdefs.NotFound, "daytona: sandbox %s was deleted while being started again", id)
 			}
 			return nil, err
 		}
@@ -126,14 +126,14 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 
 // List returns the sandboxes that carry every given label and are not on
 // their way out.
-func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	sbs, err := p.list(ctx, labels)
 	if err != nil {
 		return nil, err
 	}
-	var out []types.Info
+	var out []driver.Info
 	for _, sb := range sbs {
-		if gone(sb.State) || !types.MatchLabels(sb.Labels, labels) {
+		if gone(sb.State) || !driver.MatchLabels(sb.Labels, labels) {
 			continue
 		}
 		out = append(out, info(sb))
@@ -144,7 +144,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 // Delete destroys a sandbox by ID. One already deleted is NotFound.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	err := p.deleteByID(ctx, id)
-	if p.disk != nil && (err == nil || errors.Is(err, types.ErrNotFound)) {
+	if p.disk != nil && (err == nil || errors.Is(err, errdefs.ErrNotFound)) {
 		p.disk.releaseID(id)
 	}
 	return err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // diskCap keeps the disk of the sandboxes a Provider holds under the
@@ -27,7 +27,7 @@ func newDiskCap(totalGB int) *diskCap {
 // can never fit: that is a permanent ResourceExhausted.
 func (d *diskCap) acquire(ctx context.Context, gb int) error {
 	if gb > d.total {
-		return types.WithPermanent(types.Errorf(types.ResourceExhausted,
+		return errdefs.WithPermanent(errdefs.Errorf(errdefs.ResourceExhausted,
 			"daytona: a sandbox of %d GB disk does not fit the %d GB total disk quota", gb, d.total))
 	}
 	for {
@@ -42,7 +42,7 @@ func (d *diskCap) acquire(ctx context.Context, gb int) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return types.Errorf(types.ResourceExhausted, "daytona: waiting for %d GB under the %d GB total disk quota: %w", gb, d.total, ctx.Err())
+			return errdefs.Errorf(errdefs.ResourceExhausted, "daytona: waiting for %d GB under the %d GB total disk quota: %w", gb, d.total, ctx.Err())
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -60,7 +60,7 @@ func (s *Sandbox) toolboxURL(ctx context.Context) (string, error) {
 	}
 	u, err := url.Parse(out.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", types.Errorf(types.Unavailable, "daytona: the toolbox proxy URL %q is not an http(s) URL", out.URL)
+		return "", errdefs.Errorf(errdefs.Unavailable, "daytona: the toolbox proxy URL %q is not an http(s) URL", out.URL)
 	}
 	// The API named the proxy: the key may go there too, and nowhere else.
 	if err := s.p.c.rc.AllowOrigin(out.URL); err != nil {

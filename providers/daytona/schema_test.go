@@ -13,7 +13,7 @@ import (
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // TestSchema walks every request the driver sends, and every answer the
@@ -130,7 +130,7 @@ func driveEverything(t *testing.T) []daytonatest.Exchange {
 	check(t, vm.Delete(ctx))
 
 	srv.FailBuilds(1, "#1 ERROR: pull access denied\n")
-	if _, err := p.Create(ctx, sandbox.Spec{Image: "nope:1"}); !errors.Is(err, types.ErrInvalidArgument) {
+	if _, err := p.Create(ctx, sandbox.Spec{Image: "nope:1"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("failed build: %v", err)
 	}
 	check(t, sb.Delete(ctx))

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The exec wrapper. A toolbox session runs a shell command line and keeps
@@ -54,14 +55,14 @@ func execDir(id string) string { return "/tmp/.berth-exec-" + id }
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // wrapperScript builds the command line for cmd, run by execution id.
-func wrapperScript(id string, cmd types.Command) (string, error) {
+func wrapperScript(id string, cmd driver.Command) (string, error) {
 	for _, a := range cmd.Args {
 		if strings.IndexByte(a, 0) >= 0 {
-			return "", types.Errorf(types.InvalidArgument, "daytona: an argument holds a NUL byte")
+			return "", errdefs.Errorf(errdefs.InvalidArgument, "daytona: an argument holds a NUL byte")
 		}
 	}
 	if strings.IndexByte(cmd.Dir, 0) >= 0 {
-		return "", types.Errorf(types.InvalidArgument, "daytona: the working directory holds a NUL byte")
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "daytona: the working directory holds a NUL byte")
 	}
 	var prog strings.Builder
 	if cmd.Dir != "" {
@@ -77,7 +78,7 @@ func wrapperScript(id string, cmd types.Command) (string, error) {
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
 		v := cmd.Env[k]
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return "", types.Errorf(types.InvalidArgument, "daytona: environment variable %q is invalid (empty name, '=' or a NUL byte)", k)
+			return "", errdefs.Errorf(errdefs.InvalidArgument, "daytona: environment variable %q is invalid (empty name, '=' or a NUL byte)", k)
 		}
 		if shellName.MatchString(k) {
 			fmt.Fprintf(&prog, "%s=%s; export %s; ", k, quote(v), k)
@@ -116,10 +117,10 @@ func wrapperScript(id string, cmd types.Command) (string, error) {
 // signalScript sends sig to the program of execution id, waiting briefly
 // for its PID file (the wrapper may not have written it yet). It exits 3
 // when there is no such process.
-func signalScript(id string, sig types.Signal) (string, error) {
+func signalScript(id string, sig driver.Signal) (string, error) {
 	name, ok := strings.CutPrefix(string(sig), "SIG")
 	if !ok || name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
-		return "", types.Errorf(types.InvalidArgument, "daytona: signal %q is not a signal name like SIGTERM", sig)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "daytona: signal %q is not a signal name like SIGTERM", sig)
 	}
 	f := quote(execDir(id) + "/pid")
 	return fmt.Sprintf(`__f=%s; __n=0

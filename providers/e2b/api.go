@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/providers/internal/rest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // api calls the control plane through the shared REST client, which
@@ -98,7 +98,7 @@ func (a *api) create(ctx context.Context, req createRequest) (sandboxJSON, error
 	}
 	err := a.either(famCreate, v2, v1)
 	if err == nil && sb.SandboxID == "" {
-		err = types.Errorf(types.Unavailable, "e2b create: the answer carries no sandboxID")
+		err = errdefs.Errorf(errdefs.Unavailable, "e2b create: the answer carries no sandboxID")
 	}
 	return sb, err
 }
@@ -167,12 +167,12 @@ func (a *api) list(ctx context.Context, md map[string]string) ([]sandboxJSON, er
 				return nil
 			}
 			if seen[next] {
-				return types.Errorf(types.Unavailable, "e2b list: the server repeated a page token")
+				return errdefs.Errorf(errdefs.Unavailable, "e2b list: the server repeated a page token")
 			}
 			seen[next] = true
 			q.Set("nextToken", next)
 		}
-		return types.Errorf(types.Unavailable, "e2b list: more than %d pages", maxPages)
+		return errdefs.Errorf(errdefs.Unavailable, "e2b list: more than %d pages", maxPages)
 	}
 	v1 := func() error {
 		all = all[:0]

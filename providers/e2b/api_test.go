@@ -185,7 +185,7 @@ func TestErrorClasses(t *testing.T) {
 		{409, `{"code":409,"message":"already paused"}`, sandbox.AlreadyExists},
 		{429, `{"code":429,"message":"slow down"}`, sandbox.ResourceExhausted},
 		// 500 is a failure the server did not class: Unknown, not retried
-		// (the one HTTP mapping of sandbox/types; berth serve answers 500
+		// (the one HTTP mapping of sandbox/errdefs; berth serve answers 500
 		// for exactly that). 504 is a timeout, DeadlineExceeded: on
 		// 6f9918d the driver read it as Unavailable and retried it.
 		{500, `{"code":500,"message":"oops"}`, sandbox.Unknown},

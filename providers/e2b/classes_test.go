@@ -11,7 +11,6 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/throttle"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // failingBackend is a provider behind berth serve whose creates all fail
@@ -22,13 +21,13 @@ type failingBackend struct {
 	creates         atomic.Int32
 }
 
-func (b *failingBackend) Create(context.Context, types.Spec) (driver.Sandbox, error) {
+func (b *failingBackend) Create(context.Context, driver.Spec) (driver.Sandbox, error) {
 	b.creates.Add(1)
 	return nil, b.err
 }
 
-func (b *failingBackend) Capabilities() types.Capabilities {
-	return types.Capabilities{Networks: []types.NetworkMode{types.NetworkNone}}
+func (b *failingBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Networks: []driver.NetworkMode{driver.NetworkNone}}
 }
 
 func (b *failingBackend) Close() error { return nil }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Defaults of Options.
@@ -69,27 +69,27 @@ var hostRE = sync.OnceValue(func() *regexp.Regexp {
 // one may carry credentials.
 func (o *Options) fill() error {
 	if o.APIKey == nil || strings.TrimSpace(o.APIKey.Reveal()) == "" {
-		return types.Errorf(types.Unauthenticated, "an E2B API key is required (E2B_API_KEY)")
+		return errdefs.Errorf(errdefs.Unauthenticated, "an E2B API key is required (E2B_API_KEY)")
 	}
 	if strings.ContainsAny(o.APIKey.Reveal(), "\r\n") {
-		return types.Errorf(types.InvalidArgument, "the E2B API key contains a line break")
+		return errdefs.Errorf(errdefs.InvalidArgument, "the E2B API key contains a line break")
 	}
 	if o.Domain == "" {
 		o.Domain = DefaultDomain
 	}
 	if !hostRE().MatchString(o.Domain) {
-		return types.Errorf(types.InvalidArgument, "E2B_DOMAIN %q is not a host name", o.Domain)
+		return errdefs.Errorf(errdefs.InvalidArgument, "E2B_DOMAIN %q is not a host name", o.Domain)
 	}
 	if o.APIURL == "" {
 		o.APIURL = "https://api." + o.Domain
 	}
 	if !httpURL(o.APIURL) {
-		return types.Errorf(types.InvalidArgument, "E2B_API_URL is not an http(s) URL with a host")
+		return errdefs.Errorf(errdefs.InvalidArgument, "E2B_API_URL is not an http(s) URL with a host")
 	}
 	o.APIURL = strings.TrimRight(o.APIURL, "/")
 	if o.SandboxURL != "" {
 		if !httpURL(o.SandboxURL) {
-			return types.Errorf(types.InvalidArgument, "E2B_SANDBOX_URL is not an http(s) URL with a host")
+			return errdefs.Errorf(errdefs.InvalidArgument, "E2B_SANDBOX_URL is not an http(s) URL with a host")
 		}
 		o.SandboxURL = strings.TrimRight(o.SandboxURL, "/")
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Endpointer = (*sandboxHandle)(nil)
@@ -26,12 +26,12 @@ const headerTrafficToken = "e2b-traffic-access-token"
 // deadline). E2B serves HTTP and WebSocket on ports; raw TCP is not
 // offered. The creator's handle re-arms the TTL while it is open
 // (keepAlive), so an endpoint in use outlives no sandbox.
-func (h *sandboxHandle) Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error) {
+func (h *sandboxHandle) Endpoint(ctx context.Context, port driver.Port) (driver.Endpoint, error) {
 	token, err := h.trafficToken(ctx)
 	if err != nil {
-		return types.Endpoint{}, err
+		return driver.Endpoint{}, err
 	}
-	ep := types.Endpoint{Protocol: port.Protocol, Headers: map[string]string{}}
+	ep := driver.Endpoint{Protocol: port.Protocol, Headers: map[string]string{}}
 	if base := h.p.opts.SandboxURL; base != "" {
 		ep.URL = base
 		ep.Headers[headerSandboxID] = h.id
@@ -46,7 +46,7 @@ func (h *sandboxHandle) Endpoint(ctx context.Context, port types.Port) (types.En
 		ep.Headers = nil
 	}
 	if _, err := url.Parse(ep.URL); err != nil {
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "e2b: endpoint URL: %w", err)
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.InvalidArgument, "e2b: endpoint URL: %w", err)
 	}
 	return ep, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Provider = (*Provider)(nil)
@@ -21,11 +21,11 @@ var _ driver.Provider = (*Provider)(nil)
 // implement (driver.Derive) and the facts they cannot show. Resources are
 // the template's (E2B's create call has no knob for them); pause exists on
 // E2B but the driver has no call for it, so it is not claimed.
-func Capabilities() types.Capabilities {
-	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](types.Capabilities{
-		ResourceMode: types.ResourcesLimits,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
-		Ports:        []types.PortProtocol{types.PortHTTP},
+func Capabilities() driver.Capabilities {
+	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](driver.Capabilities{
+		ResourceMode: driver.ResourcesLimits,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic},
+		Ports:        []driver.PortProtocol{driver.PortHTTP},
 	})
 }
 
@@ -100,19 +100,19 @@ func New(opts Options) (*Provider, error) {
 }
 
 // Capabilities reports what the driver supports.
-func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
+func (p *Provider) Capabilities() driver.Capabilities { return Capabilities() }
 
 // scrub keeps the API key out of err's text.
 func (p *Provider) scrub(err error) error { return rest.Scrub(err, p.opts.APIKey.Reveal()) }
 
 // Create asks for a sandbox of the template named by spec.Image.
-func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	if spec.Image == "" {
-		return nil, types.Errorf(types.InvalidArgument, "e2b create: a template (Spec.Image) is required")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "e2b create: a template (Spec.Image) is required")
 	}
 	for _, k := range []string{metaWorkDir, metaUser} {
 		if _, ok := spec.Labels[k]; ok {
-			return nil, types.Errorf(types.InvalidArgument, "e2b create: label %q is reserved for the driver", k)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "e2b create: label %q is reserved for the driver", k)
 		}
 	}
 	md := make(map[string]string, len(spec.Labels)+2)
@@ -128,7 +128,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	sb, err := p.api.create(ctx, createRequest{
 		TemplateID:          spec.Image,
 		Timeout:             seconds(spec.TTL),
-		AllowInternetAccess: spec.Network.Mode == types.NetworkPublic,
+		AllowInternetAccess: spec.Network.Mode == driver.NetworkPublic,
 		Metadata:            md,
 		EnvVars:             spec.Env,
 		// The sandbox's ports answer only holders of its traffic token,
@@ -148,7 +148,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 		// Nothing may be left running: the sandbox exists but is unusable.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		return nil, p.scrub(errors.Join(err, types.IgnoreNotFound(p.api.kill(dctx, sb.SandboxID))))
+		return nil, p.scrub(errors.Join(err, errdefs.IgnoreNotFound(p.api.kill(dctx, sb.SandboxID))))
 	}
 	p.startKeepalive(h, spec.TTL)
 	return h, nil
@@ -202,15 +202,15 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 }
 
 // List returns the running and paused sandboxes carrying every label.
-func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	sbs, err := p.api.list(ctx, labels)
 	if err != nil {
 		return nil, p.scrub(err)
 	}
-	infos := make([]types.Info, 0, len(sbs))
+	infos := make([]driver.Info, 0, len(sbs))
 	for _, sb := range sbs {
 		// The filter is the server's; a server that ignored it is caught here.
-		if !types.MatchLabels(sb.Metadata, labels) {
+		if !driver.MatchLabels(sb.Metadata, labels) {
 			continue
 		}
 		infos = append(infos, info(sb))
@@ -218,7 +218,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 	return infos, nil
 }
 
-func info(sb sandboxJSON) types.Info {
+func info(sb sandboxJSON) driver.Info {
 	labels := make(map[string]string, len(sb.Metadata))
 	for k, v := range sb.Metadata {
 		if k != metaWorkDir && k != metaUser {
@@ -229,7 +229,7 @@ func info(sb sandboxJSON) types.Info {
 	if sb.Alias != "" {
 		image = sb.Alias
 	}
-	return types.Info{
+	return driver.Info{
 		ID:        sb.SandboxID,
 		Image:     image,
 		Labels:    labels,
@@ -262,7 +262,7 @@ func (p *Provider) Close() error {
 // open builds the handle of a sandbox the control plane described.
 func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, error) {
 	if err := checkID(sb.SandboxID); err != nil {
-		return nil, types.Errorf(types.Unavailable, "e2b: the server answered a malformed sandbox id")
+		return nil, errdefs.Errorf(errdefs.Unavailable, "e2b: the server answered a malformed sandbox id")
 	}
 	base, hc := p.opts.SandboxURL, p.hc
 	if base != "" {
@@ -277,7 +277,7 @@ func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, e
 			domain = *sb.Domain
 		}
 		if !hostRE().MatchString(domain) {
-			return nil, types.Errorf(types.Unavailable, "e2b: the server answered a domain that is not a host name")
+			return nil, errdefs.Errorf(errdefs.Unavailable, "e2b: the server answered a domain that is not a host name")
 		}
 		base = "https://" + envdPort + "-" + sb.SandboxID + "." + domain
 	}
@@ -318,7 +318,7 @@ func checkID(id string) error {
 		if len(id) > 130 {
 			id = id[:130] + "..."
 		}
-		return types.Errorf(types.InvalidArgument, "e2b: %q is not a sandbox id", id)
+		return errdefs.Errorf(errdefs.InvalidArgument, "e2b: %q is not a sandbox id", id)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -67,7 +67,7 @@ func (h *sandboxHandle) scrub(err error) error {
 
 // Exec runs the argv as given (no shell is added) as cmd.User, else the
 // Spec's user, in cmd.Dir, else the Spec's working directory.
-func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (h *sandboxHandle) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	if cmd.Dir == "" {
 		cmd.Dir = h.workDir
 	}
@@ -107,7 +107,7 @@ const defaultFileMode = 0o644
 // chmod sets a file's mode with the sandbox's chmod (argv, no shell).
 func (h *sandboxHandle) chmod(ctx context.Context, path string, mode uint32) error {
 	var stderr bytes.Buffer
-	p, err := h.env.Exec(ctx, types.Command{
+	p, err := h.env.Exec(ctx, driver.Command{
 		Args:   []string{"chmod", strconv.FormatUint(uint64(mode), 8), "--", path},
 		Stderr: &limitedWriter{w: &stderr, n: 1024},
 	})
@@ -119,7 +119,7 @@ func (h *sandboxHandle) chmod(ctx context.Context, path string, mode uint32) err
 		return h.scrub(err)
 	}
 	if code != 0 {
-		return types.Errorf(types.Unknown, "e2b write file: setting mode %o: chmod exited %d: %s", mode, code, bytes.TrimSpace(stderr.Bytes()))
+		return errdefs.Errorf(errdefs.Unknown, "e2b write file: setting mode %o: chmod exited %d: %s", mode, code, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }
@@ -144,12 +144,12 @@ func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadClose
 	return rc, h.scrub(err)
 }
 
-func (h *sandboxHandle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+func (h *sandboxHandle) Stat(ctx context.Context, path string) (driver.FileInfo, error) {
 	fi, err := h.env.Stat(ctx, path)
 	return fi, h.scrub(err)
 }
 
-func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]driver.FileInfo, error) {
 	fis, err := h.env.ListDir(ctx, path)
 	return fis, h.scrub(err)
 }
@@ -166,7 +166,7 @@ func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
 // from then on: the keep-alive stops first, so no re-arm lands after it.
 func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return types.Errorf(types.InvalidArgument, "e2b set timeout: %v is not positive", d)
+		return errdefs.Errorf(errdefs.InvalidArgument, "e2b set timeout: %v is not positive", d)
 	}
 	h.stopKeepalive()
 	return h.scrub(h.p.api.setTimeout(ctx, h.id, seconds(d)))
@@ -220,7 +220,7 @@ func (h *sandboxHandle) keepAlive(ctx context.Context, ttl time.Duration) {
 		case err == nil:
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, types.ErrNotFound):
+		case errors.Is(err, errdefs.ErrNotFound):
 			h.p.opts.Logger.Debug("e2b: sandbox gone; keep-alive stops", "id", h.id)
 			return
 		default:

@@ -19,7 +19,7 @@ import (
 	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Name is the provider's name in errors and logs.
@@ -73,7 +73,7 @@ type provider struct {
 	once sync.Once
 }
 
-func (p *provider) Create(_ context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *provider) Create(_ context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	h := &handle{p: p, id: Name + "-" + rand.Text()[:12], spec: spec, pids: map[int]bool{}, created: time.Now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -87,13 +87,13 @@ func (p *provider) Connect(_ context.Context, id string) (driver.Sandbox, error)
 	if h, ok := p.live[id]; ok {
 		return h, nil
 	}
-	return nil, types.Errorf(types.NotFound, "no sandbox %q here", id)
+	return nil, errdefs.Errorf(errdefs.NotFound, "no sandbox %q here", id)
 }
 
-func (p *provider) List(_ context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *provider) List(_ context.Context, labels map[string]string) ([]driver.Info, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []types.Info
+	var out []driver.Info
 outer:
 	for _, h := range p.live {
 		for k, v := range labels {
@@ -101,7 +101,7 @@ outer:
 				continue outer
 			}
 		}
-		out = append(out, types.Info{ID: h.id, Provider: Name, Labels: maps.Clone(h.spec.Labels), State: "running", CreatedAt: h.created})
+		out = append(out, driver.Info{ID: h.id, Provider: Name, Labels: maps.Clone(h.spec.Labels), State: "running", CreatedAt: h.created})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -113,17 +113,17 @@ func (p *provider) Delete(ctx context.Context, id string) error {
 	delete(p.live, id)
 	p.mu.Unlock()
 	if !ok {
-		return types.Errorf(types.NotFound, "no sandbox %q here", id)
+		return errdefs.Errorf(errdefs.NotFound, "no sandbox %q here", id)
 	}
 	return h.kill(ctx)
 }
 
 // Capabilities accepts every network mode, GPUs and builds: the enclosing
 // sandbox was made from the Spec and enforces it; nothing here could.
-func (p *provider) Capabilities() types.Capabilities {
-	return driver.Derive[*provider, *handle, *envd.Process](types.Capabilities{
-		ResourceMode: types.ResourcesLimits,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+func (p *provider) Capabilities() driver.Capabilities {
+	return driver.Derive[*provider, *handle, *envd.Process](driver.Capabilities{
+		ResourceMode: driver.ResourcesLimits,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic, driver.NetworkAllowlist},
 		BuildImage:   true, GPUs: true,
 	})
 }
@@ -156,7 +156,7 @@ func (p *provider) Close() error {
 type handle struct {
 	p       *provider
 	id      string
-	spec    types.Spec
+	spec    driver.Spec
 	created time.Time
 
 	mu   sync.Mutex
@@ -166,7 +166,7 @@ type handle struct {
 
 func (h *handle) ID() string { return h.id }
 
-func (h *handle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (h *handle) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	if cmd.Dir == "" {
 		cmd.Dir = h.spec.WorkDir
 	}
@@ -181,7 +181,7 @@ func (h *handle) Exec(ctx context.Context, cmd types.Command) (driver.Process, e
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gone {
-		return nil, types.Errorf(types.NotFound, "sandbox %s was deleted", h.id)
+		return nil, errdefs.Errorf(errdefs.NotFound, "sandbox %s was deleted", h.id)
 	}
 	p, err := h.p.env.Exec(ctx, cmd)
 	if err != nil {
@@ -209,7 +209,7 @@ func (h *handle) kill(ctx context.Context) error {
 	h.mu.Unlock()
 	var errs []error
 	for _, pid := range pids {
-		if err := h.p.env.Signal(ctx, pid, types.SIGKILL); err != nil && !errors.Is(err, types.ErrNotFound) {
+		if err := h.p.env.Signal(ctx, pid, driver.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("kill %d: %w", pid, err))
 		}
 	}
@@ -224,11 +224,11 @@ func (h *handle) ReadFile(ctx context.Context, path string) (io.ReadCloser, erro
 	return h.p.env.ReadFile(ctx, path)
 }
 
-func (h *handle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+func (h *handle) Stat(ctx context.Context, path string) (driver.FileInfo, error) {
 	return h.p.env.Stat(ctx, path)
 }
 
-func (h *handle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+func (h *handle) ListDir(ctx context.Context, path string) ([]driver.FileInfo, error) {
 	return h.p.env.ListDir(ctx, path)
 }
 

@@ -18,7 +18,8 @@ import (
 	extinformers "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/informers/externalversions/api/v1beta1"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // claimMode is agent-sandbox mode: each sandbox is one SandboxClaim, named
@@ -46,14 +47,14 @@ type claimMode struct {
 func newClaimMode(ctx context.Context, p *Provider) (*claimMode, error) {
 	ext, err := extclient.NewForConfig(p.opts.Config)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "k8s: agent-sandbox client: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: agent-sandbox client: %w", err)
 	}
 	// Discovery, which every authenticated client may read, tells a
 	// cluster without agent-sandbox from an informer that cannot sync.
 	gv := extv1beta1.GroupVersion.String()
 	if _, err := ext.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, types.Errorf(types.NotSupported, "k8s: %s=%s needs kubernetes-sigs/agent-sandbox in the cluster (its CRDs at %s, and its controller with --extensions): %w", EnvMode, ModeAgentSandbox, gv, err)
+			return nil, errdefs.Errorf(errdefs.NotSupported, "k8s: %s=%s needs kubernetes-sigs/agent-sandbox in the cluster (its CRDs at %s, and its controller with --extensions): %w", EnvMode, ModeAgentSandbox, gv, err)
 		}
 		return nil, classify(err, "discover "+gv)
 	}
@@ -94,7 +95,7 @@ func (m *claimMode) claims() interface {
 // on its pod too. The Spec's environment, user and directory are not in
 // the claim: a claim's env forces a cold start, so the agent takes them
 // after the claim (claimAgent).
-func (m *claimMode) create(ctx context.Context, spec types.Spec, key []byte) (string, error) {
+func (m *claimMode) create(ctx context.Context, spec driver.Spec, key []byte) (string, error) {
 	p := m.p
 	net, err := p.nets.ensure(ctx, spec.Network)
 	if err != nil {
@@ -106,7 +107,7 @@ func (m *claimMode) create(ctx context.Context, spec types.Spec, key []byte) (st
 	}
 	labelsJSON, err := json.Marshal(spec.Labels)
 	if err != nil {
-		return "", types.Errorf(types.InvalidArgument, "k8s: %w", err)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "k8s: %w", err)
 	}
 	metaJSON, _ := json.Marshal(meta{User: spec.User, WorkDir: spec.WorkDir, Image: p.image(spec.Image)})
 	name := newName()
@@ -139,7 +140,7 @@ func (m *claimMode) create(ctx context.Context, spec types.Spec, key []byte) (st
 // claimLabels are the claim object's own labels: the informer's selector
 // and each Spec label that is a valid Kubernetes label (the controller
 // checks only what a claim asks for its pod).
-func claimLabels(spec types.Spec) map[string]string {
+func claimLabels(spec driver.Spec) map[string]string {
 	l := map[string]string{labelManaged: "true"}
 	for k, v := range spec.Labels {
 		if validLabel(k, v) {
@@ -152,7 +153,7 @@ func claimLabels(spec types.Spec) map[string]string {
 // podLabels are the Spec labels the controller's allowlist lets a claim put
 // on its pod: a prefixed key in an allowed domain (or below one). Any
 // other label would make the controller refuse the claim (InvalidMetadata).
-func (m *claimMode) podLabels(spec types.Spec) map[string]string {
+func (m *claimMode) podLabels(spec driver.Spec) map[string]string {
 	var out map[string]string
 	for k, v := range spec.Labels {
 		if !validLabel(k, v) || !m.allowedDomain(k) {
@@ -205,7 +206,7 @@ func (m *claimMode) ready(ctx context.Context, id string) (target, error) {
 	}()
 	if err := m.w.until(ctx, id, check); err != nil {
 		if ctx.Err() != nil {
-			return target{}, types.Errorf(types.DeadlineExceeded, "k8s: sandbox claim %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
+			return target{}, errdefs.Errorf(errdefs.DeadlineExceeded, "k8s: sandbox claim %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
 		}
 		return target{}, err
 	}
@@ -245,14 +246,14 @@ var fatalClaimReasons = map[string]bool{"InvalidMetadata": true, "VolumeClaimTem
 func (r *claimReadiness) check(c *extv1beta1.SandboxClaim) (bool, error) {
 	if c == nil {
 		if r.seen {
-			return false, types.Errorf(types.NotFound, "k8s: sandbox claim %s was deleted before it was ready", r.name)
+			return false, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox claim %s was deleted before it was ready", r.name)
 		}
 		r.state = "not yet seen by the informer"
 		return false, nil
 	}
 	r.seen = true
 	if why := claimEnded(c, time.Now()); why != "" {
-		return false, types.Errorf(types.Unavailable, "k8s: sandbox claim %s: %s before it was ready", r.name, why)
+		return false, errdefs.Errorf(errdefs.Unavailable, "k8s: sandbox claim %s: %s before it was ready", r.name, why)
 	}
 	ready := apimeta.FindStatusCondition(c.Status.Conditions, string(sandboxv1beta1.SandboxConditionReady))
 	switch {
@@ -261,7 +262,7 @@ func (r *claimReadiness) check(c *extv1beta1.SandboxClaim) (bool, error) {
 	case ready.Status == metav1.ConditionTrue && c.Status.SandboxStatus.Name != "" && len(c.Status.SandboxStatus.PodIPs) > 0:
 		return true, nil
 	case fatalClaimReasons[ready.Reason]:
-		return false, types.Errorf(types.InvalidArgument, "k8s: sandbox claim %s refused: %s: %s", r.name, ready.Reason, ready.Message)
+		return false, errdefs.Errorf(errdefs.InvalidArgument, "k8s: sandbox claim %s refused: %s: %s", r.name, ready.Reason, ready.Message)
 	default:
 		r.state = ready.Reason + ": " + ready.Message
 	}
@@ -303,7 +304,7 @@ func (m *claimMode) live(ctx context.Context, id string) (target, error) {
 	}
 	t := claimTarget(c)
 	if t.pod == "" || t.podIP == "" {
-		return target{}, types.Errorf(types.Unavailable, "k8s: sandbox %s has no pod yet", id)
+		return target{}, errdefs.Errorf(errdefs.Unavailable, "k8s: sandbox %s has no pod yet", id)
 	}
 	return t, nil
 }
@@ -316,18 +317,18 @@ func (m *claimMode) liveClaim(ctx context.Context, id string) (*extv1beta1.Sandb
 			return nil, m.p.classifyNS(err, "get sandbox claim")
 		}
 		if got.Labels[labelManaged] != "true" {
-			return nil, types.Errorf(types.NotFound, "k8s: sandbox claim %s is not a berth sandbox", id)
+			return nil, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox claim %s is not a berth sandbox", id)
 		}
 		c = got
 	}
 	if why := claimEnded(c, time.Now()); why != "" {
-		return nil, types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s", id, why)
+		return nil, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is gone: %s", id, why)
 	}
 	return c, nil
 }
 
-func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
-	var out []types.Info
+func (m *claimMode) list(labels map[string]string, now time.Time) []driver.Info {
+	var out []driver.Info
 	for _, c := range m.w.list() {
 		if claimEnded(c, now) != "" || !labelsMatch(c.Labels, labels) {
 			continue
@@ -336,7 +337,7 @@ func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
 		if err := json.Unmarshal([]byte(c.Annotations[annLabels]), &l); err != nil || l == nil {
 			l = map[string]string{}
 		}
-		if !types.MatchLabels(l, labels) {
+		if !driver.MatchLabels(l, labels) {
 			continue
 		}
 		var md meta
@@ -346,7 +347,7 @@ func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
 		if r := apimeta.FindStatusCondition(c.Status.Conditions, string(sandboxv1beta1.SandboxConditionReady)); r != nil && r.Status == metav1.ConditionTrue {
 			state = "Running"
 		}
-		out = append(out, types.Info{ID: c.Name, Image: md.Image, Labels: l, State: state, CreatedAt: c.CreationTimestamp.Time, ExpiresAt: exp})
+		out = append(out, driver.Info{ID: c.Name, Image: md.Image, Labels: l, State: state, CreatedAt: c.CreationTimestamp.Time, ExpiresAt: exp})
 	}
 	return out
 }
@@ -355,7 +356,7 @@ func (m *claimMode) list(labels map[string]string, now time.Time) []types.Info {
 // Pod after it (owner references), as it does at the claim's shutdown.
 func (m *claimMode) delete(ctx context.Context, id string) error {
 	if c := m.w.get(id); c != nil && c.DeletionTimestamp != nil {
-		return types.Errorf(types.NotFound, "k8s: sandbox %s is already being deleted", id)
+		return errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is already being deleted", id)
 	}
 	if err := m.claims().Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
 		return m.p.classifyNS(err, "delete sandbox claim")
@@ -383,7 +384,7 @@ func (m *claimMode) setExpiry(ctx context.Context, id string, at time.Time) erro
 		return err
 	}
 	if limit := c.CreationTimestamp.Add(m.p.opts.MaxLifetime); at.After(limit) {
-		return types.Errorf(types.InvalidArgument,
+		return errdefs.Errorf(errdefs.InvalidArgument,
 			"k8s set timeout: %s is past the sandbox's max lifetime (%s); raise the provider's max lifetime", at.Format(time.RFC3339), limit.Format(time.RFC3339))
 	}
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"lifecycle": map[string]any{

@@ -8,7 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Only Spec labels whose key is in an allowlisted domain (or below one)
@@ -19,7 +20,7 @@ func TestClaimPodLabels(t *testing.T) {
 	o.Kubeconfig = "/nonexistent" // fill fails on the config after the options it checks
 	_ = o.fill()
 	m := &claimMode{p: &Provider{opts: o}}
-	spec := types.Spec{Labels: map[string]string{
+	spec := driver.Spec{Labels: map[string]string{
 		"sandbox.users.io/trial": "t1", "team.sandbox.users.io/x": "y", "corp.example/a": "b", "Corp.example/c": "d",
 		"berth.sh/job": "j", "plain": "p", "notsandbox.users.io/z": "z", "sandbox.users.io/bad": "has spaces",
 	}}
@@ -41,10 +42,10 @@ func TestClaimPodLabels(t *testing.T) {
 		t.Errorf("an invalid label value became a claim label")
 	}
 	bad := Options{ClaimLabelDomains: []string{"not a domain"}}
-	if err := bad.fill(); types.ClassOf(err) != types.InvalidArgument {
+	if err := bad.fill(); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a bad claim label domain: %v", err)
 	}
-	if err := (&Options{WarmPool: -1}).fill(); types.ClassOf(err) != types.InvalidArgument {
+	if err := (&Options{WarmPool: -1}).fill(); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a negative warm pool: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // podDialer connects to a port of a sandbox's pod: the pod IP, or a
@@ -65,7 +65,7 @@ func (ip podIPDialer) dialPort(ctx context.Context, port int) (net.Conn, error) 
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(string(ip), strconv.Itoa(port)))
 	if err != nil {
-		return nil, types.Errorf(types.Unavailable, "k8s: %w", err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "k8s: %w", err)
 	}
 	return c, nil
 }
@@ -105,7 +105,7 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward to %s is closed", f.name)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: port-forward to %s is closed", f.name)
 	}
 	if f.conn != nil {
 		select {
@@ -120,12 +120,12 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 		Name(f.name).SubResource("portforward").URL()
 	rt, up, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward transport: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: port-forward transport: %w", err)
 	}
 	sd := spdy.NewDialerForStreaming(up, &http.Client{Transport: rt}, http.MethodPost, u)
 	wd, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "k8s: port-forward transport: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: port-forward transport: %w", err)
 	}
 	d := portforward.NewFallbackDialerForStreaming(wd, sd, func(err error) bool {
 		// SPDY is for servers and proxies that cannot upgrade to a
@@ -147,11 +147,11 @@ func (f *forwarder) session(ctx context.Context) (httpstream.Connection, error) 
 	select {
 	case r := <-res:
 		if r.err != nil {
-			c := types.Unavailable
+			c := errdefs.Unavailable
 			if forbidden(r.err) {
-				c = types.Unauthenticated // RBAC: waiting will not help
+				c = errdefs.Unauthenticated // RBAC: waiting will not help
 			}
-			return nil, types.Errorf(c, "k8s: port-forward to pod %s: %w", f.name, r.err)
+			return nil, errdefs.Errorf(c, "k8s: port-forward to pod %s: %w", f.name, r.err)
 		}
 		f.conn = r.c
 		return r.c, nil
@@ -187,7 +187,7 @@ func (f *forwarder) dialPort(ctx context.Context, port int) (net.Conn, error) {
 	errStream, err := conn.CreateStream(h)
 	if err != nil {
 		conn.Close()
-		return nil, types.Errorf(types.Unavailable, "k8s: port-forward to pod %s: error stream: %w", f.name, err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "k8s: port-forward to pod %s: error stream: %w", f.name, err)
 	}
 	errStream.Close() // nothing to send on it
 	h.Set(corev1.StreamType, corev1.StreamTypeData)
@@ -195,7 +195,7 @@ func (f *forwarder) dialPort(ctx context.Context, port int) (net.Conn, error) {
 	if err != nil {
 		conn.RemoveStreams(errStream)
 		conn.Close()
-		return nil, types.Errorf(types.Unavailable, "k8s: port-forward to pod %s: data stream: %w", f.name, err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "k8s: port-forward to pod %s: data stream: %w", f.name, err)
 	}
 	c := &streamConn{conn: conn, data: data, errStream: errStream, errDone: make(chan struct{}), pod: f.name}
 	go func() {
@@ -236,7 +236,7 @@ func (c *streamConn) Read(b []byte) (int, error) {
 		select {
 		case <-c.errDone:
 			if c.errMsg != "" {
-				return n, types.Errorf(types.Unavailable, "k8s: port-forward to pod %s: %s", c.pod, c.errMsg)
+				return n, errdefs.Errorf(errdefs.Unavailable, "k8s: port-forward to pod %s: %s", c.pod, c.errMsg)
 			}
 		case <-time.After(100 * time.Millisecond):
 		}

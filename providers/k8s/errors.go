@@ -10,11 +10,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // classify maps an API error onto berth's classes, keeping it as the cause.
-// An API status is read through the one HTTP mapping (types.ClassOfHTTPStatus)
+// An API status is read through the one HTTP mapping (errdefs.ClassOfHTTPStatus)
 // with the server's advised delay, except two reasons its code hides: a
 // quota refusal (403 "exceeded quota") is ResourceExhausted and permanent,
 // since waiting does not free quota that the job itself holds; and a server
@@ -27,21 +27,21 @@ func classify(err error, what string) error {
 	var st apierrors.APIStatus
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return types.Classify(types.DeadlineExceeded, wrapped)
+		return errdefs.Classify(errdefs.DeadlineExceeded, wrapped)
 	case errors.Is(err, context.Canceled):
 		return wrapped
 	case apierrors.IsForbidden(err) && isQuota(err):
-		return types.WithPermanent(types.Errorf(types.ResourceExhausted, "%w", wrapped))
+		return errdefs.WithPermanent(errdefs.Errorf(errdefs.ResourceExhausted, "%w", wrapped))
 	case apierrors.IsServerTimeout(err):
-		return types.Classify(types.Unavailable, wrapped)
+		return errdefs.Classify(errdefs.Unavailable, wrapped)
 	case errors.As(err, &st) && st.Status().Code != 0:
-		e := types.Classify(types.ClassOfHTTPStatus(int(st.Status().Code)), wrapped)
+		e := errdefs.Classify(errdefs.ClassOfHTTPStatus(int(st.Status().Code)), wrapped)
 		if d, ok := apierrors.SuggestsClientDelay(err); ok && d > 0 {
-			e = types.WithRetryAfter(e, time.Duration(d)*time.Second)
+			e = errdefs.WithRetryAfter(e, time.Duration(d)*time.Second)
 		}
 		return e
 	case isNet(err):
-		return types.Classify(types.Unavailable, wrapped)
+		return errdefs.Classify(errdefs.Unavailable, wrapped)
 	}
 	return wrapped
 }

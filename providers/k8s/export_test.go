@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // CreateUnbacked makes a sandbox's pod and waits for the informer to see it
 // running, without dialling its agent: the scale benchmark's pods run on
 // kwok nodes, which run no process. It is Create minus the data plane, in
 // pod mode.
-func CreateUnbacked(ctx context.Context, p *Provider, spec types.Spec) (string, error) {
+func CreateUnbacked(ctx context.Context, p *Provider, spec driver.Spec) (string, error) {
 	key, err := p.keys.get(ctx)
 	if err != nil {
 		return "", err

@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // privateRanges are what NetworkPublic never reaches: the cluster, the
@@ -33,7 +34,7 @@ type netPolicies struct {
 }
 
 // ensure returns the labelNetwork value for n, creating its policy once.
-func (n *netPolicies) ensure(ctx context.Context, nw types.Network) (string, error) {
+func (n *netPolicies) ensure(ctx context.Context, nw driver.Network) (string, error) {
 	np, err := policyFor(nw)
 	if err != nil {
 		return "", err
@@ -60,19 +61,19 @@ func (n *netPolicies) ensure(ctx context.Context, nw types.Network) (string, err
 // Egress: none; public: DNS and everything but private ranges; allowlist:
 // DNS and the listed CIDRs (host names are resolved once, here: a
 // NetworkPolicy holds addresses, not names).
-func policyFor(nw types.Network) (*networkingv1.NetworkPolicy, error) {
+func policyFor(nw driver.Network) (*networkingv1.NetworkPolicy, error) {
 	var egress []networkingv1.NetworkPolicyEgressRule
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	dns := intstr.FromInt32(53)
 	dnsRule := networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}}
 	var key []string
 	switch nw.Mode {
-	case types.NetworkNone, "":
+	case driver.NetworkNone, "":
 		key = []string{"none"}
-	case types.NetworkPublic:
+	case driver.NetworkPublic:
 		key = []string{"public"}
 		egress = []networkingv1.NetworkPolicyEgressRule{dnsRule, {To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}}}}}
-	case types.NetworkAllowlist:
+	case driver.NetworkAllowlist:
 		cidrs, err := allowCIDRs(nw.Allow)
 		if err != nil {
 			return nil, err
@@ -84,7 +85,7 @@ func policyFor(nw types.Network) (*networkingv1.NetworkPolicy, error) {
 		}
 		egress = []networkingv1.NetworkPolicyEgressRule{dnsRule, {To: peers}}
 	default:
-		return nil, types.Errorf(types.InvalidArgument, "k8s: network mode %q", nw.Mode)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: network mode %q", nw.Mode)
 	}
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	sel := key[0] + "-" + hex.EncodeToString(sum[:6])
@@ -108,7 +109,7 @@ func allowCIDRs(allow []string) ([]string, error) {
 		case strings.Contains(a, "/"):
 			_, n, err := net.ParseCIDR(a)
 			if err != nil {
-				return nil, types.Errorf(types.InvalidArgument, "k8s: allowlist entry %q: %w", a, err)
+				return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: allowlist entry %q: %w", a, err)
 			}
 			out = append(out, n.String())
 		case net.ParseIP(a) != nil:
@@ -121,7 +122,7 @@ func allowCIDRs(allow []string) ([]string, error) {
 		default:
 			ips, err := net.LookupIP(a)
 			if err != nil {
-				return nil, types.Errorf(types.InvalidArgument, "k8s: allowlist host %q does not resolve here: %w", a, err)
+				return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: allowlist host %q does not resolve here: %w", a, err)
 			}
 			for _, ip := range ips {
 				if ip.To4() != nil {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Environment variables the registry entry forwards to workers (addresses
@@ -153,15 +153,15 @@ func (o *Options) fill() error {
 		o.Mode = ModePod
 	case ModePod, ModeAgentSandbox:
 	default:
-		return types.Errorf(types.InvalidArgument, "k8s: mode %q is not %q or %q", o.Mode, ModePod, ModeAgentSandbox)
+		return errdefs.Errorf(errdefs.InvalidArgument, "k8s: mode %q is not %q or %q", o.Mode, ModePod, ModeAgentSandbox)
 	}
 	switch o.Dial {
 	case DialAuto, DialPodIP, DialPortForward:
 	default:
-		return types.Errorf(types.InvalidArgument, "k8s: dial %q is not %q or %q", o.Dial, DialPodIP, DialPortForward)
+		return errdefs.Errorf(errdefs.InvalidArgument, "k8s: dial %q is not %q or %q", o.Dial, DialPodIP, DialPortForward)
 	}
 	if o.QPS < 0 || o.Burst < 0 || o.MaxLifetime < 0 || o.ReadyTimeout < 0 || o.WarmPool < 0 {
-		return types.Errorf(types.InvalidArgument, "k8s: qps, burst, max lifetime, ready timeout and warm pool must not be negative")
+		return errdefs.Errorf(errdefs.InvalidArgument, "k8s: qps, burst, max lifetime, ready timeout and warm pool must not be negative")
 	}
 	if o.ClaimLabelDomains == nil {
 		o.ClaimLabelDomains = []string{DefaultClaimLabelDomain}
@@ -170,7 +170,7 @@ func (o *Options) fill() error {
 	for i, d := range o.ClaimLabelDomains {
 		d = strings.ToLower(strings.TrimSpace(d))
 		if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
-			return types.Errorf(types.InvalidArgument, "k8s: claim label domain %q: %s", d, strings.Join(errs, "; "))
+			return errdefs.Errorf(errdefs.InvalidArgument, "k8s: claim label domain %q: %s", d, strings.Join(errs, "; "))
 		}
 		o.ClaimLabelDomains[i] = d
 	}
@@ -191,7 +191,7 @@ func (o *Options) fill() error {
 	}
 	if o.RuntimeClassName != "" {
 		if errs := validation.IsDNS1123Subdomain(o.RuntimeClassName); len(errs) > 0 {
-			return types.Errorf(types.InvalidArgument, "k8s: runtime class %q: %s", o.RuntimeClassName, strings.Join(errs, "; "))
+			return errdefs.Errorf(errdefs.InvalidArgument, "k8s: runtime class %q: %s", o.RuntimeClassName, strings.Join(errs, "; "))
 		}
 	}
 	inCluster := false
@@ -209,7 +209,7 @@ func (o *Options) fill() error {
 		o.Namespace = DefaultNamespace
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
-		return types.Errorf(types.InvalidArgument, "k8s: namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+		return errdefs.Errorf(errdefs.InvalidArgument, "k8s: namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 	}
 	if o.Dial == DialAuto {
 		o.Dial = DialPortForward
@@ -240,7 +240,7 @@ func loadConfig(path, context string) (*rest.Config, string, bool, error) {
 	if err != nil {
 		// Never the file's contents: clientcmd's errors name paths and
 		// contexts only.
-		return nil, "", false, types.Errorf(types.Unauthenticated,
+		return nil, "", false, errdefs.Errorf(errdefs.Unauthenticated,
 			"k8s: no usable kubeconfig (set %s, write ~/.kube/config, or run in a cluster): %w", EnvKubeconfig, err)
 	}
 	ns, _, err := cc.Namespace()

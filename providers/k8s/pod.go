@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // Labels and annotations berth puts on its objects.
@@ -57,7 +57,7 @@ type meta struct {
 
 // podLabels returns the pod's labels: berth's own plus each Spec label that
 // is also a valid Kubernetes label (the others live in annLabels only).
-func podLabels(spec types.Spec, network string) map[string]string {
+func podLabels(spec driver.Spec, network string) map[string]string {
 	l := map[string]string{labelManaged: "true"}
 	if network != "" {
 		l[labelNetwork] = network
@@ -78,7 +78,7 @@ func validLabel(k, v string) bool {
 // podFor builds the Pod of a sandbox. The sandbox container runs the berth
 // binary (copied in by the initContainer, or an image volume) as PID 1,
 // serving envd on podagent.Port; the token's hash is all the pod holds.
-func (p *Provider) podFor(name string, spec types.Spec, image string, tokenHash string, network string, now time.Time) (*corev1.Pod, error) {
+func (p *Provider) podFor(name string, spec driver.Spec, image string, tokenHash string, network string, now time.Time) (*corev1.Pod, error) {
 	labelsJSON, err := json.Marshal(spec.Labels)
 	if err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (p *Provider) podFor(name string, spec types.Spec, image string, tokenHash 
 
 // podSpec is the pod spec of a sandbox of spec whose container has env:
 // everything but the backstop, which a warm pod (claims.go) cannot have.
-func (p *Provider) podSpec(spec types.Spec, image string, env []corev1.EnvVar) (corev1.PodSpec, error) {
+func (p *Provider) podSpec(spec driver.Spec, image string, env []corev1.EnvVar) (corev1.PodSpec, error) {
 	res, err := resources(spec.Resources)
 	if err != nil {
 		return corev1.PodSpec{}, err
@@ -181,7 +181,7 @@ func (p *Provider) podSpec(spec types.Spec, image string, env []corev1.EnvVar) (
 // resources maps the Spec: requests always, limits too when it asks
 // (ResourcesBoth). GPUs are nvidia.com/gpu, which Kubernetes takes as
 // limits only.
-func resources(r types.Resources) (corev1.ResourceRequirements, error) {
+func resources(r driver.Resources) (corev1.ResourceRequirements, error) {
 	list := corev1.ResourceList{}
 	if r.CPUs > 0 {
 		list[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Ceil(r.CPUs*1000)), resource.DecimalSI)

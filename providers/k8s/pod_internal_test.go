@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The pod of a sandbox: no restarts, no service-account token, seccomp
@@ -19,11 +20,11 @@ import (
 func TestPodFor(t *testing.T) {
 	p := &Provider{opts: Options{MaxLifetime: 2 * time.Hour, AgentImage: "reg/agent:1", RuntimeClassName: "gvisor"}}
 	key := []byte(strings.Repeat("k", 32))
-	spec := types.Spec{
+	spec := driver.Spec{
 		Image: "reg/task:1", TTL: time.Hour, User: "1000", WorkDir: "/w",
 		Env:       map[string]string{"A": "1"},
 		Labels:    map[string]string{"berth.job": "j1", "note": "has spaces, not a k8s label"},
-		Resources: types.Resources{CPUs: 1.5, MemoryMB: 512, Limits: true},
+		Resources: driver.Resources{CPUs: 1.5, MemoryMB: 512, Limits: true},
 	}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	pod, err := p.podFor("berth-1", spec, "reg/task:1", tokenHash(key, "berth-1"), "none-x", now)
@@ -80,19 +81,19 @@ func TestPodFor(t *testing.T) {
 // One policy per setting: the same allowlist in another order is the same
 // policy; none has no egress rule at all.
 func TestPolicyFor(t *testing.T) {
-	a, err := policyFor(types.Network{Mode: types.NetworkAllowlist, Allow: []string{"10.1.0.0/16", "192.0.2.7"}})
+	a, err := policyFor(driver.Network{Mode: driver.NetworkAllowlist, Allow: []string{"10.1.0.0/16", "192.0.2.7"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := policyFor(types.Network{Mode: types.NetworkAllowlist, Allow: []string{"192.0.2.7", "10.1.0.0/16"}})
+	b, _ := policyFor(driver.Network{Mode: driver.NetworkAllowlist, Allow: []string{"192.0.2.7", "10.1.0.0/16"}})
 	if a.Name != b.Name || len(a.Spec.Egress) != 2 || a.Spec.Egress[1].To[0].IPBlock.CIDR != "10.1.0.0/16" {
 		t.Errorf("allowlist policies %s %s %+v", a.Name, b.Name, a.Spec.Egress)
 	}
-	n, _ := policyFor(types.Network{Mode: types.NetworkNone})
+	n, _ := policyFor(driver.Network{Mode: driver.NetworkNone})
 	if len(n.Spec.Egress) != 0 || n.Name == a.Name {
 		t.Errorf("none policy %+v", n.Spec)
 	}
-	if _, err := policyFor(types.Network{Mode: types.NetworkAllowlist, Allow: []string{"10.0.0.0/99"}}); types.ClassOf(err) != types.InvalidArgument {
+	if _, err := policyFor(driver.Network{Mode: driver.NetworkAllowlist, Allow: []string{"10.0.0.0/99"}}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("bad CIDR: %v", err)
 	}
 }

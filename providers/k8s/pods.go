@@ -12,7 +12,8 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // podMode is the default mode: each sandbox is one plain Pod, named by the
@@ -53,7 +54,7 @@ func trimPod(o any) (any, error) {
 }
 
 // create makes the sandbox's pod and returns its name, the sandbox's ID.
-func (m *podMode) create(ctx context.Context, spec types.Spec, key []byte) (string, error) {
+func (m *podMode) create(ctx context.Context, spec driver.Spec, key []byte) (string, error) {
 	p := m.p
 	net, err := p.nets.ensure(ctx, spec.Network)
 	if err != nil {
@@ -62,7 +63,7 @@ func (m *podMode) create(ctx context.Context, spec types.Spec, key []byte) (stri
 	name := newName()
 	pod, err := p.podFor(name, spec, p.image(spec.Image), tokenHash(key, name), net, time.Now())
 	if err != nil {
-		return "", types.Errorf(types.InvalidArgument, "k8s: %w", err)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "k8s: %w", err)
 	}
 	if _, err := p.cs.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return "", p.classifyNS(err, "create pod")
@@ -75,7 +76,7 @@ func (m *podMode) ready(ctx context.Context, id string) (target, error) {
 	r := &readiness{name: id}
 	if err := m.w.until(ctx, id, r.check); err != nil {
 		if ctx.Err() != nil {
-			return target{}, types.Errorf(types.DeadlineExceeded, "k8s: pod %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
+			return target{}, errdefs.Errorf(errdefs.DeadlineExceeded, "k8s: pod %s not ready within %v (%s)", id, m.p.opts.ReadyTimeout, r.state)
 		}
 		return target{}, err
 	}
@@ -106,12 +107,12 @@ func (m *podMode) livePod(ctx context.Context, id string) (*corev1.Pod, error) {
 			return nil, m.p.classifyNS(err, "get pod")
 		}
 		if got.Labels[labelManaged] != "true" {
-			return nil, types.Errorf(types.NotFound, "k8s: pod %s is not a berth sandbox", id)
+			return nil, errdefs.Errorf(errdefs.NotFound, "k8s: pod %s is not a berth sandbox", id)
 		}
 		pod = got
 	}
 	if podGone(pod, time.Now()) {
-		return nil, types.Errorf(types.NotFound, "k8s: sandbox %s has ended or expired", id)
+		return nil, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s has ended or expired", id)
 	}
 	return pod, nil
 }
@@ -125,14 +126,14 @@ func podGone(pod *corev1.Pod, now time.Time) bool {
 	return ok && !now.Before(exp)
 }
 
-func (m *podMode) list(labels map[string]string, now time.Time) []types.Info {
-	var out []types.Info
+func (m *podMode) list(labels map[string]string, now time.Time) []driver.Info {
+	var out []driver.Info
 	for _, pod := range m.w.list() {
 		if podGone(pod, now) || !labelsMatch(pod.Labels, labels) {
 			continue
 		}
 		l := specLabels(pod)
-		if !types.MatchLabels(l, labels) {
+		if !driver.MatchLabels(l, labels) {
 			continue
 		}
 		exp, _ := expiresAt(pod)
@@ -140,7 +141,7 @@ func (m *podMode) list(labels map[string]string, now time.Time) []types.Info {
 		if len(pod.Spec.Containers) > 0 {
 			img = pod.Spec.Containers[0].Image
 		}
-		out = append(out, types.Info{
+		out = append(out, driver.Info{
 			ID: pod.Name, Image: img, Labels: l, State: string(pod.Status.Phase),
 			CreatedAt: pod.CreationTimestamp.Time, ExpiresAt: exp,
 		})
@@ -163,7 +164,7 @@ func labelsMatch(have, want map[string]string) bool {
 
 func (m *podMode) delete(ctx context.Context, id string) error {
 	if pod := m.w.get(id); pod != nil && pod.DeletionTimestamp != nil {
-		return types.Errorf(types.NotFound, "k8s: sandbox %s is already being deleted", id)
+		return errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is already being deleted", id)
 	}
 	if err := m.p.cs.CoreV1().Pods(m.p.opts.Namespace).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
 		return m.p.classifyNS(err, "delete pod")
@@ -197,7 +198,7 @@ func (m *podMode) setExpiry(ctx context.Context, id string, at time.Time) error 
 			start = pod.Status.StartTime.Time
 		}
 		if limit := start.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second); at.After(limit) {
-			return types.Errorf(types.InvalidArgument,
+			return errdefs.Errorf(errdefs.InvalidArgument,
 				"k8s set timeout: %s is past the pod's backstop (activeDeadlineSeconds, %s); raise the provider's max lifetime", at.Format(time.RFC3339), limit.Format(time.RFC3339))
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 // No Service is made.
 func (h *sandboxHandle) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if why := h.gone.Load(); why != nil {
-		return nil, types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
+		return nil, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
 	}
 	c, err := h.fwd.dialPort(ctx, port)
 	return c, h.wrap(err)
@@ -29,9 +29,9 @@ func (h *sandboxHandle) DialPort(ctx context.Context, port int) (net.Conn, error
 // Endpoint is a listener on 127.0.0.1 of this process, one per port and
 // protocol for the handle's life, that carries each connection through
 // DialPort, as kubectl port-forward does.
-func (h *sandboxHandle) Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error) {
+func (h *sandboxHandle) Endpoint(ctx context.Context, port driver.Port) (driver.Endpoint, error) {
 	if why := h.gone.Load(); why != nil {
-		return types.Endpoint{}, types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
 	}
 	return h.ports.Endpoint(port, h.DialPort)
 }

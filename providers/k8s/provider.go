@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -38,14 +38,14 @@ type Provider struct {
 // one informer and never poll a sandbox.
 type mode interface {
 	// create makes the sandbox's objects and returns its ID.
-	create(ctx context.Context, spec types.Spec, key []byte) (string, error)
+	create(ctx context.Context, spec driver.Spec, key []byte) (string, error)
 	// ready waits for the sandbox's pod to run and says where its agent is.
 	ready(ctx context.Context, id string) (target, error)
 	// live returns a running sandbox before its TTL; anything else is
 	// NotFound.
 	live(ctx context.Context, id string) (target, error)
 	// list reads the informer's cache: no API call.
-	list(labels map[string]string, now time.Time) []types.Info
+	list(labels map[string]string, now time.Time) []driver.Info
 	// delete deletes the sandbox and waits for the cache to see it going;
 	// one already going is NotFound.
 	delete(ctx context.Context, id string) error
@@ -82,7 +82,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	cs, err := kubernetes.NewForConfig(o.Config)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "k8s: client: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: client: %w", err)
 	}
 	p := &Provider{opts: o, cs: cs}
 	p.keys.p = p
@@ -104,22 +104,22 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 // as a NetworkPolicy (enforced only where the cluster's CNI enforces
 // NetworkPolicy); GPUs as nvidia.com/gpu; no image builds. Sandboxes, their
 // labels and TTLs live in the cluster, where every process sees them.
-func (p *Provider) Capabilities() types.Capabilities { return capabilities(p.opts.MaxLifetime) }
+func (p *Provider) Capabilities() driver.Capabilities { return capabilities(p.opts.MaxLifetime) }
 
-func capabilities(maxLife time.Duration) types.Capabilities {
-	return driver.Derive[*Provider, *sandboxHandle, *process](types.Capabilities{
-		ResourceMode: types.ResourcesBoth,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+func capabilities(maxLife time.Duration) driver.Capabilities {
+	return driver.Derive[*Provider, *sandboxHandle, *process](driver.Capabilities{
+		ResourceMode: driver.ResourcesBoth,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic, driver.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxLife,
 		SharedState:  true,
-		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
+		Ports:        []driver.PortProtocol{driver.PortHTTP, driver.PortTCP},
 	})
 }
 
 // ProviderCapabilities are the default driver's capabilities, for the
 // registry entry.
-func ProviderCapabilities() types.Capabilities { return capabilities(DefaultMaxLifetime) }
+func ProviderCapabilities() driver.Capabilities { return capabilities(DefaultMaxLifetime) }
 
 // Namespace is where the driver's sandboxes live.
 func (p *Provider) Namespace() string { return p.opts.Namespace }
@@ -135,9 +135,9 @@ func (p *Provider) Close() error {
 
 // Create makes the sandbox and returns once its agent answers. A sandbox
 // that fails half way is deleted before returning.
-func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	if spec.Build != nil {
-		return nil, types.Errorf(types.NotSupported,
+		return nil, errdefs.Errorf(errdefs.NotSupported,
 			"k8s: the cluster builds no images: push the task's image to a registry the cluster can pull and map it in %s", EnvImageMap)
 	}
 	key, err := p.keys.get(ctx)
@@ -160,7 +160,7 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 
 // start waits for the sandbox to be ready and its agent to answer, hands a
 // warm pod's agent its sandbox's settings, and returns the handle.
-func (p *Provider) start(ctx context.Context, id string, key []byte, spec types.Spec) (*sandboxHandle, error) {
+func (p *Provider) start(ctx context.Context, id string, key []byte, spec driver.Spec) (*sandboxHandle, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
 	defer cancel()
 	t, err := p.m.ready(ctx, id)
@@ -208,7 +208,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 }
 
 // List reads the informer's cache: no API call.
-func (p *Provider) List(_ context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *Provider) List(_ context.Context, labels map[string]string) ([]driver.Info, error) {
 	out := p.m.list(labels, time.Now())
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -227,7 +227,7 @@ func (p *Provider) Reap(ctx context.Context) ([]string, error) {
 	var ids []string
 	var errs []error
 	for _, id := range p.m.ended(time.Now()) {
-		if err := p.Delete(ctx, id); err != nil && types.ClassOf(err) != types.NotFound {
+		if err := p.Delete(ctx, id); err != nil && errdefs.ClassOf(err) != errdefs.NotFound {
 			errs = append(errs, err)
 			continue
 		}
@@ -244,11 +244,11 @@ func (p *Provider) Reap(ctx context.Context) ([]string, error) {
 // going (a namespace deleted under a running job).
 func (p *Provider) classifyNS(err error, what string) error {
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return types.Errorf(types.NotFound, "k8s: %s: namespace %s is being deleted: %w", what, p.opts.Namespace, err)
+		return errdefs.Errorf(errdefs.NotFound, "k8s: %s: namespace %s is being deleted: %w", what, p.opts.Namespace, err)
 	}
 	if apierrors.IsNotFound(err) {
 		if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil && s.Status().Details.Kind == "namespaces" {
-			return types.Errorf(types.NotFound, "k8s: %s: namespace %s does not exist: %w", what, p.opts.Namespace, err)
+			return errdefs.Errorf(errdefs.NotFound, "k8s: %s: namespace %s does not exist: %w", what, p.opts.Namespace, err)
 		}
 	}
 	return classify(err, what)

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Waiting reasons that no amount of waiting fixes.
@@ -31,18 +31,18 @@ type readiness struct {
 func (r *readiness) check(pod *corev1.Pod) (bool, error) {
 	if pod == nil {
 		if r.seen {
-			return false, types.Errorf(types.NotFound, "k8s: pod %s was deleted before it was ready", r.name)
+			return false, errdefs.Errorf(errdefs.NotFound, "k8s: pod %s was deleted before it was ready", r.name)
 		}
 		r.state = "not yet seen by the informer"
 		return false, nil
 	}
 	r.seen = true
 	if pod.DeletionTimestamp != nil {
-		return false, types.Errorf(types.NotFound, "k8s: pod %s is being deleted", r.name)
+		return false, errdefs.Errorf(errdefs.NotFound, "k8s: pod %s is being deleted", r.name)
 	}
 	switch pod.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, types.Errorf(types.Unavailable, "k8s: pod %s ended before it was ready (%s: %s %s)",
+		return false, errdefs.Errorf(errdefs.Unavailable, "k8s: pod %s ended before it was ready (%s: %s %s)",
 			r.name, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
 	}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
@@ -52,12 +52,12 @@ func (r *readiness) check(pod *corev1.Pod) (bool, error) {
 				if cs.Name == containerInstall {
 					what = "the agent image " + cs.Image + " (" + EnvAgentImage + ")"
 				}
-				return false, types.Errorf(types.InvalidArgument,
+				return false, errdefs.Errorf(errdefs.InvalidArgument,
 					"k8s: pod %s cannot start %s: %s: %s; images must come from a registry the cluster can pull (prebuilt task images go in %s)",
 					r.name, what, w.Reason, w.Message, EnvImageMap)
 			}
 			if t := cs.State.Terminated; t != nil && cs.Name == containerSandbox {
-				return false, types.Errorf(types.Unavailable, "k8s: pod %s: the agent exited %d (%s)", r.name, t.ExitCode, t.Reason)
+				return false, errdefs.Errorf(errdefs.Unavailable, "k8s: pod %s: the agent exited %d (%s)", r.name, t.ExitCode, t.Reason)
 			}
 		}
 	}

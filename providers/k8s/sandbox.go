@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/internal/portproxy"
 	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -87,7 +87,7 @@ func (h *sandboxHandle) wrap(err error) error {
 		return nil
 	}
 	if why := h.gone.Load(); why != nil {
-		return types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s: %w", h.id, *why, err)
+		return errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is gone: %s: %w", h.id, *why, err)
 	}
 	return err
 }
@@ -106,19 +106,19 @@ func (h *sandboxHandle) waitAgent(ctx context.Context) error {
 		if why := h.gone.Load(); why != nil {
 			return h.wrap(err)
 		}
-		if types.ClassOf(err) == types.Unauthenticated {
+		if errdefs.ClassOf(err) == errdefs.Unauthenticated {
 			return err // RBAC refused the port-forward
 		}
 		select {
 		case <-ctx.Done():
-			return types.Errorf(types.DeadlineExceeded, "k8s: the agent of pod %s did not answer: %w", h.id, err)
+			return errdefs.Errorf(errdefs.DeadlineExceeded, "k8s: the agent of pod %s did not answer: %w", h.id, err)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)
 	}
 }
 
-func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (h *sandboxHandle) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	pr, err := h.env.Exec(ctx, cmd)
 	if err != nil {
 		return nil, h.wrap(err)
@@ -146,12 +146,12 @@ func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadClose
 	return rc, h.wrap(err)
 }
 
-func (h *sandboxHandle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+func (h *sandboxHandle) Stat(ctx context.Context, path string) (driver.FileInfo, error) {
 	fi, err := h.env.Stat(ctx, path)
 	return fi, h.wrap(err)
 }
 
-func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]driver.FileInfo, error) {
 	fis, err := h.env.ListDir(ctx, path)
 	return fis, h.wrap(err)
 }
@@ -168,7 +168,7 @@ func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
 // or the SandboxClaim's shutdownTime.
 func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return types.Errorf(types.InvalidArgument, "k8s set timeout: %v is not positive", d)
+		return errdefs.Errorf(errdefs.InvalidArgument, "k8s set timeout: %v is not positive", d)
 	}
 	return h.p.m.setExpiry(ctx, h.id, time.Now().Add(d))
 }
@@ -180,11 +180,11 @@ func (h *sandboxHandle) Delete(ctx context.Context) error {
 
 // EnvdEndpoint hands berth serve the agent itself, so that it forwards envd
 // calls as they are.
-func (h *sandboxHandle) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) {
+func (h *sandboxHandle) EnvdEndpoint(context.Context) (driver.EnvdEndpoint, error) {
 	if why := h.gone.Load(); why != nil {
-		return types.EnvdEndpoint{}, types.Errorf(types.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
+		return driver.EnvdEndpoint{}, errdefs.Errorf(errdefs.NotFound, "k8s: sandbox %s is gone: %s", h.id, *why)
 	}
-	return types.EnvdEndpoint{BaseURL: baseURL, Transport: h.tr, AccessToken: h.token}, nil
+	return driver.EnvdEndpoint{BaseURL: baseURL, Transport: h.tr, AccessToken: h.token}, nil
 }
 
 // Close ends this handle's streams and its port-forward session; the pod

@@ -16,7 +16,8 @@ import (
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Labels and annotations of agent-sandbox mode.
@@ -48,11 +49,11 @@ type ensured struct {
 // pool in one namespace drops the queue of every pool of that name, so a
 // pool whose name another namespace also used would hand its claims no
 // warm sandbox (each one a cold start) until it refilled.
-func (m *claimMode) ensureTemplate(ctx context.Context, spec types.Spec, key []byte, network string) (string, error) {
+func (m *claimMode) ensureTemplate(ctx context.Context, spec driver.Spec, key []byte, network string) (string, error) {
 	p := m.p
-	ps, err := p.podSpec(types.Spec{Image: spec.Image, Resources: spec.Resources, User: uidOnly(spec.User)}, p.image(spec.Image), nil)
+	ps, err := p.podSpec(driver.Spec{Image: spec.Image, Resources: spec.Resources, User: uidOnly(spec.User)}, p.image(spec.Image), nil)
 	if err != nil {
-		return "", types.Errorf(types.InvalidArgument, "k8s: %w", err)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "k8s: %w", err)
 	}
 	name := templateName(p.opts.Namespace, ps, network)
 	m.mu.Lock()
@@ -143,7 +144,7 @@ func poolToken(key []byte, template string) string { return token(key, "pool/"+t
 // claimAgent hands a warm pod's agent its sandbox's settings, with the
 // pool's token: the sandbox's token (its hash), user, directory and
 // environment. From then on only the sandbox's token opens the agent.
-func (h *sandboxHandle) claimAgent(ctx context.Context, poolTok string, spec types.Spec) error {
+func (h *sandboxHandle) claimAgent(ctx context.Context, poolTok string, spec driver.Spec) error {
 	c := podagent.Claim{TokenSHA256: podagent.TokenHash(h.token), User: spec.User, Dir: spec.WorkDir, Env: spec.Env}
 	err := podagent.PostClaim(ctx, &http.Client{Transport: h.tr}, baseURL, poolTok, c)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // KeySecret is the Secret, one per namespace, whose "key" derives every
@@ -53,7 +53,7 @@ func (k *keyring) get(ctx context.Context) ([]byte, error) {
 				k.key, k.done = b, true
 				return b, nil
 			}
-			return nil, types.Errorf(types.InvalidArgument, "k8s: secret %s/%s has no %q of 32 bytes or more", k.p.opts.Namespace, KeySecret, keyField)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "k8s: secret %s/%s has no %q of 32 bytes or more", k.p.opts.Namespace, KeySecret, keyField)
 		}
 		if !apierrors.IsNotFound(err) {
 			return nil, classify(err, "read the sandbox key secret")
@@ -72,7 +72,7 @@ func (k *keyring) get(ctx context.Context) ([]byte, error) {
 			return nil, classify(err, "create the sandbox key secret")
 		}
 	}
-	return nil, types.Errorf(types.Unavailable, "k8s: the sandbox key secret keeps changing")
+	return nil, errdefs.Errorf(errdefs.Unavailable, "k8s: the sandbox key secret keeps changing")
 }
 
 // token derives the access token of the sandbox named name.

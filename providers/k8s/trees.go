@@ -8,7 +8,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 // stream on its stdin: one exec per tree, links kept, on any image.
 func (h *sandboxHandle) UploadTar(ctx context.Context, dir string, r io.Reader) error {
 	var stderr capped
-	pr, err := h.Exec(ctx, types.Command{
+	pr, err := h.Exec(ctx, driver.Command{
 		Args:   []string{podagent.BinaryPath, "k8s-agent", "--untar", dir},
 		Stdin:  r,
 		Stderr: &stderr,
@@ -47,7 +47,7 @@ func (h *sandboxHandle) DownloadTar(ctx context.Context, path string) (io.ReadCl
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	var stderr capped
-	proc, err := h.Exec(ctx, types.Command{
+	proc, err := h.Exec(ctx, driver.Command{
 		Args:   []string{podagent.BinaryPath, "k8s-agent", "--tar", path},
 		Stdout: pw,
 		Stderr: &stderr,
@@ -68,14 +68,14 @@ func (h *sandboxHandle) DownloadTar(ctx context.Context, path string) (io.ReadCl
 
 func treeError(op, path string, code int, stderr string) error {
 	msg := strings.TrimSpace(stderr)
-	c := types.Unknown
+	c := errdefs.Unknown
 	switch {
 	case strings.Contains(msg, "not found"), strings.Contains(msg, "no such file"):
-		c = types.NotFound
+		c = errdefs.NotFound
 	case strings.Contains(msg, "invalid"), strings.Contains(msg, "not inside"), strings.Contains(msg, "escapes"):
-		c = types.InvalidArgument
+		c = errdefs.InvalidArgument
 	}
-	return types.Errorf(c, "k8s %s %s: the agent exited %d: %s", op, path, code, msg)
+	return errdefs.Errorf(c, "k8s %s %s: the agent exited %d: %s", op, path, code, msg)
 }
 
 // cancelReader stops the remote tar when the reader is closed early.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/providers/local/agentinit"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Where a dynamically linked agent's loader and libraries are mounted.
@@ -64,12 +64,12 @@ func (o Options) agentLaunch(ctx context.Context) (launch, error) {
 	}
 	libs, err := neededLibs(ctx, interp, bin)
 	if err != nil {
-		return launch{}, types.Errorf(types.InvalidArgument,
+		return launch{}, errdefs.Errorf(errdefs.InvalidArgument,
 			"agent binary %s is dynamically linked and its libraries cannot be found (%v); build berth with CGO_ENABLED=0 go build ./cmd/berth, or set %s to such a build", bin, err, EnvAgentBinary)
 	}
 	loader, err := filepath.EvalSymlinks(interp)
 	if err != nil {
-		return launch{}, types.Errorf(types.InvalidArgument, "agent binary %s: its loader: %w", bin, err)
+		return launch{}, errdefs.Errorf(errdefs.InvalidArgument, "agent binary %s: its loader: %w", bin, err)
 	}
 	l := launch{
 		initBinary: loader,
@@ -108,13 +108,13 @@ func elfInterpreter(p string) (string, error) {
 	f, err := elf.Open(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", types.Errorf(types.InvalidArgument, "agent binary %s: %w", p, err)
+			return "", errdefs.Errorf(errdefs.InvalidArgument, "agent binary %s: %w", p, err)
 		}
-		return "", types.Errorf(types.InvalidArgument, "agent binary %s is not an ELF executable (%v); set %s to a berth binary", p, err, EnvAgentBinary)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "agent binary %s is not an ELF executable (%v); set %s to a berth binary", p, err, EnvAgentBinary)
 	}
 	defer f.Close()
 	if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
-		return "", types.Errorf(types.InvalidArgument, "agent binary %s is not executable", p)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "agent binary %s is not executable", p)
 	}
 	for _, prog := range f.Progs {
 		if prog.Type != elf.PT_INTERP {
@@ -122,7 +122,7 @@ func elfInterpreter(p string) (string, error) {
 		}
 		b := make([]byte, prog.Filesz)
 		if _, err := prog.ReadAt(b, 0); err != nil {
-			return "", types.Errorf(types.InvalidArgument, "agent binary %s: read its interpreter: %w", p, err)
+			return "", errdefs.Errorf(errdefs.InvalidArgument, "agent binary %s: read its interpreter: %w", p, err)
 		}
 		return string(bytes.TrimRight(b, "\x00")), nil
 	}

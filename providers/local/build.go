@@ -14,7 +14,7 @@ import (
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/imagebuild"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Images of Specs with a Build are built by package imagebuild in a
@@ -25,16 +25,16 @@ import (
 var buildSandboxes atomic.Int64
 
 // builder builds on this provider; it pulls base images under policy pull.
-func (p *Provider) builder(pull *types.PullPolicy) *imagebuild.Builder {
+func (p *Provider) builder(pull *driver.PullPolicy) *imagebuild.Builder {
 	return &imagebuild.Builder{Host: buildHost{p, pull}, Store: p.store, LockDir: filepath.Join(p.state, "builds"), Log: p.log}
 }
 
 // BuildImage builds spec.Build (a cache hit when its image is stored,
 // which starts no sandbox) and returns the built image's reference; log
 // gets the steps and what they print.
-func (p *Provider) BuildImage(ctx context.Context, spec types.Spec, log io.Writer) (string, error) {
+func (p *Provider) BuildImage(ctx context.Context, spec driver.Spec, log io.Writer) (string, error) {
 	if spec.Build == nil {
-		return "", types.Errorf(types.InvalidArgument, "the spec has no build")
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "the spec has no build")
 	}
 	b := p.builder(spec.Pull)
 	b.Output = log
@@ -47,7 +47,7 @@ func (p *Provider) BuildImage(ctx context.Context, spec types.Spec, log io.Write
 
 // specImage returns the reference a Spec's sandboxes run: its Image, or
 // the image its Build makes.
-func (p *Provider) specImage(ctx context.Context, spec types.Spec) (string, error) {
+func (p *Provider) specImage(ctx context.Context, spec driver.Spec) (string, error) {
 	if spec.Build == nil {
 		return spec.Image, nil
 	}
@@ -60,7 +60,7 @@ func (p *Provider) specImage(ctx context.Context, spec types.Spec) (string, erro
 
 type buildHost struct {
 	p    *Provider
-	pull *types.PullPolicy // of the build's Spec
+	pull *driver.PullPolicy // of the build's Spec
 }
 
 func (h buildHost) Image(ctx context.Context, ref string) (image.Image, error) {
@@ -69,10 +69,10 @@ func (h buildHost) Image(ctx context.Context, ref string) (image.Image, error) {
 
 // Start creates the build's sandbox as any other (from the pool when one
 // is ready) and keeps its container handle for Rootfs, KillStrays and Stop.
-func (h buildHost) Start(ctx context.Context, spec types.Spec) (imagebuild.Sandbox, error) {
+func (h buildHost) Start(ctx context.Context, spec driver.Spec) (imagebuild.Sandbox, error) {
 	p := h.p
 	if p.rt.IsGVisor() {
-		return nil, types.Errorf(types.NotSupported, "building images under runsc is not supported: the builder writes into the sandbox's root from the host and ends what a RUN left through the host's cgroup, neither of which gVisor's kernel sees; build the image with the default runtime (runc) first, then run it under runsc")
+		return nil, errdefs.Errorf(errdefs.NotSupported, "building images under runsc is not supported: the builder writes into the sandbox's root from the host and ends what a RUN left through the host's cgroup, neither of which gVisor's kernel sees; build the image with the default runtime (runc) first, then run it under runsc")
 	}
 	sb, err := p.Create(ctx, spec)
 	if err != nil {
@@ -99,7 +99,7 @@ type buildSandbox struct {
 	ct *container.Container
 }
 
-func (b *buildSandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (b *buildSandbox) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	return b.h.Exec(ctx, cmd)
 }
 

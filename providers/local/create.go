@@ -21,7 +21,7 @@ import (
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local/agentinit"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // agentStartTimeout bounds the wait for a new agent's first answer; it
@@ -31,7 +31,7 @@ const agentStartTimeout = 15 * time.Second
 // Create makes a sandbox: image, checks, directory, socket, container,
 // agent. Everything that can be refused is refused before anything is made;
 // a failure after that removes what was made.
-func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	if spec.Build != nil {
 		ref, err := p.specImage(ctx, spec) // a cache hit after PrepareImage
 		if err != nil {
@@ -69,12 +69,12 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	}
 	if workDir != "" {
 		if !path.IsAbs(workDir) {
-			return nil, types.Errorf(types.InvalidArgument, "working directory %q is not absolute", workDir)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "working directory %q is not absolute", workDir)
 		}
 		workDir = path.Clean(workDir)
 	}
 	network := container.NetworkNone
-	if spec.Network.Mode == types.NetworkPublic {
+	if spec.Network.Mode == driver.NetworkPublic {
 		network = container.NetworkPublic
 	}
 	if h := p.fromPool(ctx, poolRequest{spec, img, who, workDir, poolKey{network, disk}, lim}); h != nil {
@@ -197,7 +197,7 @@ func (p *Provider) waitAgent(ctx context.Context, h *sandboxHandle, ct *containe
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return types.Errorf(types.Unavailable, "the agent of sandbox %s did not answer: %w; its log: %s", h.id, err, logTail(ct.LogPath()))
+		return errdefs.Errorf(errdefs.Unavailable, "the agent of sandbox %s did not answer: %w; its log: %s", h.id, err, logTail(ct.LogPath()))
 	}
 	return nil
 }
@@ -239,19 +239,19 @@ func envMap(base []string, over map[string]string) map[string]string {
 
 // limits maps Spec resources onto cgroup limits, refusing what the host
 // cannot give.
-func (p *Provider) limits(r types.Resources) (container.Limits, error) {
+func (p *Provider) limits(r driver.Resources) (container.Limits, error) {
 	l := container.Limits{CPUs: r.CPUs, Pids: p.opts.Pids}
 	if r.PIDs > 0 {
 		if r.PIDs < minPids {
-			return l, types.Errorf(types.InvalidArgument, "a pids limit of %d is below the %d a sandbox's agent needs", r.PIDs, minPids)
+			return l, errdefs.Errorf(errdefs.InvalidArgument, "a pids limit of %d is below the %d a sandbox's agent needs", r.PIDs, minPids)
 		}
 		l.Pids = r.PIDs
 	}
 	if n := runtime.NumCPU(); r.CPUs > float64(n) {
-		return l, types.Errorf(types.InvalidArgument, "%g cpus asked, this host has %d", r.CPUs, n)
+		return l, errdefs.Errorf(errdefs.InvalidArgument, "%g cpus asked, this host has %d", r.CPUs, n)
 	}
 	if r.CPUs > 0 && r.CPUs < 0.01 {
-		return l, types.Errorf(types.InvalidArgument, "%g cpus is below the 0.01 minimum", r.CPUs)
+		return l, errdefs.Errorf(errdefs.InvalidArgument, "%g cpus is below the 0.01 minimum", r.CPUs)
 	}
 	if r.MemoryMB > 0 {
 		total, err := memTotal()
@@ -260,14 +260,14 @@ func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 		}
 		l.MemoryBytes = int64(r.MemoryMB) << 20
 		if l.MemoryBytes > total {
-			return l, types.Errorf(types.InvalidArgument, "memory %d MB asked, this host has %d MB", r.MemoryMB, total>>20)
+			return l, errdefs.Errorf(errdefs.InvalidArgument, "memory %d MB asked, this host has %d MB", r.MemoryMB, total>>20)
 		}
 		if r.MemoryMB < minMemoryMB {
-			return l, types.Errorf(types.InvalidArgument, "memory %d MB is below the %d MB a sandbox's agent needs", r.MemoryMB, minMemoryMB)
+			return l, errdefs.Errorf(errdefs.InvalidArgument, "memory %d MB is below the %d MB a sandbox's agent needs", r.MemoryMB, minMemoryMB)
 		}
 	}
 	if r.GPUs > 0 {
-		return l, types.Errorf(types.NotSupported, "the local provider has no GPUs")
+		return l, errdefs.Errorf(errdefs.NotSupported, "the local provider has no GPUs")
 	}
 	return l, nil
 }
@@ -275,12 +275,12 @@ func (p *Provider) limits(r types.Resources) (container.Limits, error) {
 // diskBytes is Spec's StorageMB as the container's disk limit
 // (container.Config.DiskBytes); none where the host cannot make one (see
 // diskSupport).
-func diskBytes(r types.Resources) (int64, error) {
+func diskBytes(r driver.Resources) (int64, error) {
 	if r.StorageMB <= 0 || diskSupport() != nil {
 		return 0, nil
 	}
 	if int64(r.StorageMB)<<20 < container.MinDiskBytes {
-		return 0, types.Errorf(types.InvalidArgument, "storage %d MB is below the %d MB minimum (ext4's own metadata)", r.StorageMB, container.MinDiskBytes>>20)
+		return 0, errdefs.Errorf(errdefs.InvalidArgument, "storage %d MB is below the %d MB minimum (ext4's own metadata)", r.StorageMB, container.MinDiskBytes>>20)
 	}
 	return int64(r.StorageMB) << 20, nil
 }

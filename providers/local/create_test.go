@@ -23,7 +23,8 @@ import (
 	"github.com/berth-sh/berth/internal/testimage"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // create makes a sandbox through the sandbox API and deletes it at the end.
@@ -395,7 +396,7 @@ func TestRemoveImageInUse(t *testing.T) {
 	if err := local.RemoveImage(testCtx(t), options(), ref); err != nil {
 		t.Fatalf("remove an unused image: %v", err)
 	}
-	if _, err := s.Resolve(testCtx(t), ref); !errors.Is(err, types.ErrNotFound) {
+	if _, err := s.Resolve(testCtx(t), ref); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("resolve after remove: %v", err)
 	}
 }
@@ -415,7 +416,7 @@ func TestEnvdEndpoint(t *testing.T) {
 	}
 	defer c.Close()
 	var out bytes.Buffer
-	proc, err := c.Exec(testCtx(t), types.Command{Args: []string{"echo", "through envd"}, Stdout: &out})
+	proc, err := c.Exec(testCtx(t), driver.Command{Args: []string{"echo", "through envd"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local/agentinit"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Under gVisor (Options.Runtime "runsc", Debian package runsc) the
@@ -106,7 +106,7 @@ func (p *Provider) waitSocket(ctx context.Context, socket string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return types.Errorf(types.Unavailable, "the agent's socket %s does not answer: %v", socket, err)
+			return errdefs.Errorf(errdefs.Unavailable, "the agent's socket %s does not answer: %v", socket, err)
 		case <-time.After(time.Millisecond):
 		}
 	}

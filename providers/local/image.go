@@ -9,7 +9,8 @@ import (
 
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/image/seed"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // DefaultImage is the image tasks that name none run on (the smoke runner's
@@ -25,7 +26,7 @@ func isDefaultImage(ref string) bool {
 // PrepareImage makes the Spec's image ready: stored and unpacked, pulled
 // if absent (under spec.Pull), seeded if it is DefaultImage, built if the
 // Spec has a Build (package imagebuild).
-func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
+func (p *Provider) PrepareImage(ctx context.Context, spec driver.Spec) error {
 	if spec.Build != nil {
 		_, err := p.builder(spec.Pull).Build(ctx, spec)
 		return err
@@ -36,9 +37,9 @@ func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
 
 // ensureImage resolves ref, pulling (under policy pull, when set) or
 // seeding it when the store lacks it.
-func (p *Provider) ensureImage(ctx context.Context, ref string, pull *types.PullPolicy) (image.Image, error) {
+func (p *Provider) ensureImage(ctx context.Context, ref string, pull *driver.PullPolicy) (image.Image, error) {
 	img, err := p.store.Resolve(ctx, ref)
-	if types.ClassOf(err) != types.NotFound {
+	if errdefs.ClassOf(err) != errdefs.NotFound {
 		return img, err
 	}
 	if isDefaultImage(ref) {
@@ -111,7 +112,7 @@ func RemoveImage(ctx context.Context, o Options, ref string) error {
 		}
 	}
 	if len(users) > 0 {
-		return types.Errorf(types.InvalidArgument, "image %s is used by live sandboxes %s; remove them first (berth sandboxes rm)", img.Ref, strings.Join(users, ", "))
+		return errdefs.Errorf(errdefs.InvalidArgument, "image %s is used by live sandboxes %s; remove them first (berth sandboxes rm)", img.Ref, strings.Join(users, ", "))
 	}
 	return p.store.Remove(ctx, ref)
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // helperEnv makes the test binary a creator process (see helperMain).
@@ -136,7 +137,7 @@ func TestReapRemovesLeftovers(t *testing.T) {
 	needRoot(t)
 	p := newDriver(t)
 	ctx := testCtx(t)
-	sb, err := p.Create(ctx, types.Spec{Image: local.DefaultImage, TTL: time.Hour, Network: types.Network{Mode: types.NetworkNone}})
+	sb, err := p.Create(ctx, driver.Spec{Image: local.DefaultImage, TTL: time.Hour, Network: driver.Network{Mode: driver.NetworkNone}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestReapRemovesLeftovers(t *testing.T) {
 		t.Fatalf("Reap = %v, %v; want %s among them", ids, err, id)
 	}
 	assertNoLeftovers(t, id)
-	if _, err := p.Connect(ctx, id); types.ClassOf(err) != types.NotFound {
+	if _, err := p.Connect(ctx, id); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Errorf("Connect after Reap: %v, want NotFound", err)
 	}
 }
@@ -215,7 +216,7 @@ func TestReapHalfMade(t *testing.T) {
 	needRoot(t)
 	p := newDriver(t)
 	ctx := testCtx(t)
-	sb, err := p.Create(ctx, types.Spec{Image: local.DefaultImage, TTL: time.Hour})
+	sb, err := p.Create(ctx, driver.Spec{Image: local.DefaultImage, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/atomicfile"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Names inside a sandbox directory.
@@ -39,8 +40,8 @@ type meta struct {
 	Network string            `json:"network"`
 }
 
-func (m *meta) info() types.Info {
-	return types.Info{
+func (m *meta) info() driver.Info {
+	return driver.Info{
 		ID: m.ID, Image: m.Image, Labels: m.Labels, State: "running",
 		CreatedAt: m.Created, ExpiresAt: m.Expires,
 	}
@@ -67,12 +68,12 @@ func (p *Provider) dir(id string) string { return filepath.Join(p.sandboxes, id)
 // readMeta reads a sandbox's record; a missing one is NotFound.
 func (p *Provider) readMeta(id string) (*meta, error) {
 	if !idPattern.MatchString(id) {
-		return nil, types.Errorf(types.NotFound, "no sandbox %q (local ids look like sb-0123456789abcdef)", id)
+		return nil, errdefs.Errorf(errdefs.NotFound, "no sandbox %q (local ids look like sb-0123456789abcdef)", id)
 	}
 	b, err := os.ReadFile(filepath.Join(p.dir(id), metaFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, types.Errorf(types.NotFound, "no sandbox %s", id)
+			return nil, errdefs.Errorf(errdefs.NotFound, "no sandbox %s", id)
 		}
 		return nil, fmt.Errorf("read sandbox %s: %w", id, err)
 	}
@@ -91,7 +92,7 @@ func (p *Provider) writeMeta(m *meta) error {
 	}
 	err = atomicfile.Write(filepath.Join(p.dir(m.ID), metaFile), b, 0o600)
 	if errors.Is(err, os.ErrNotExist) {
-		return types.Errorf(types.NotFound, "sandbox %s is gone", m.ID)
+		return errdefs.Errorf(errdefs.NotFound, "sandbox %s is gone", m.ID)
 	}
 	return err
 }
@@ -107,7 +108,7 @@ func lockDir(dir string, wait bool) (*dirLock, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, types.Errorf(types.NotFound, "no sandbox %s", filepath.Base(dir))
+			return nil, errdefs.Errorf(errdefs.NotFound, "no sandbox %s", filepath.Base(dir))
 		}
 		return nil, err
 	}
@@ -132,7 +133,7 @@ func lockDir(dir string, wait bool) (*dirLock, error) {
 	var st, now unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil || unix.Stat(dir, &now) != nil || st.Ino != now.Ino || st.Dev != now.Dev {
 		f.Close()
-		return nil, types.Errorf(types.NotFound, "no sandbox %s", filepath.Base(dir))
+		return nil, errdefs.Errorf(errdefs.NotFound, "no sandbox %s", filepath.Base(dir))
 	}
 	return &dirLock{f: f}, nil
 }

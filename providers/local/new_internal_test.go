@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Without root the provider says what it needs, in one sentence.
@@ -12,7 +12,7 @@ func TestNewNeedsRoot(t *testing.T) {
 	defer func(f func() int) { geteuid = f }(geteuid)
 	geteuid = func() int { return 1000 }
 	_, err := New(Options{StateDir: t.TempDir()})
-	if types.ClassOf(err) != types.Unauthenticated || !strings.Contains(err.Error(), "the local provider needs root (runc, overlayfs, cgroups); run as root") {
+	if errdefs.ClassOf(err) != errdefs.Unauthenticated || !strings.Contains(err.Error(), "the local provider needs root (runc, overlayfs, cgroups); run as root") {
 		t.Errorf("New as non-root: %v", err)
 	}
 }
@@ -25,20 +25,20 @@ func TestNewRefusals(t *testing.T) {
 		t.Skip("past the root check only as root")
 	}
 	_, err := New(Options{StateDir: t.TempDir(), Runtime: "/nonexistent/runc"})
-	if types.ClassOf(err) != types.NotSupported || !strings.Contains(err.Error(), "apt-get install runc") {
+	if errdefs.ClassOf(err) != errdefs.NotSupported || !strings.Contains(err.Error(), "apt-get install runc") {
 		t.Errorf("missing runtime: %v", err)
 	}
 	deep := "/tmp/" + strings.Repeat("d", 80)
 	_, err = New(Options{StateDir: deep})
-	if types.ClassOf(err) != types.InvalidArgument || !strings.Contains(err.Error(), "too long") {
+	if errdefs.ClassOf(err) != errdefs.InvalidArgument || !strings.Contains(err.Error(), "too long") {
 		t.Errorf("deep state dir: %v", err)
 	}
 	for _, cp := range []string{"/abs", "../up", "a/../../b"} {
-		if _, err := New(Options{StateDir: t.TempDir(), CgroupParent: cp}); types.ClassOf(err) != types.InvalidArgument {
+		if _, err := New(Options{StateDir: t.TempDir(), CgroupParent: cp}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("cgroup parent %q: %v", cp, err)
 		}
 	}
-	if _, err := New(Options{StateDir: "relative/dir"}); types.ClassOf(err) != types.InvalidArgument {
+	if _, err := New(Options{StateDir: "relative/dir"}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("relative state dir: %v", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Options configure New. The zero value is the default provider.
@@ -80,10 +80,10 @@ func StateDir(env string) (string, error) {
 		return DefaultStateDir(), nil
 	}
 	if !filepath.IsAbs(env) {
-		return "", types.Errorf(types.InvalidArgument, "%s=%q is not an absolute path", EnvStateDir, env)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "%s=%q is not an absolute path", EnvStateDir, env)
 	}
 	return filepath.Clean(env), nil
 }
 
 // errNotRoot is the one message for every unprivileged use.
-var errNotRoot = types.Errorf(types.Unauthenticated, "the local provider needs root (runc, overlayfs, cgroups); run as root")
+var errNotRoot = errdefs.Errorf(errdefs.Unauthenticated, "the local provider needs root (runc, overlayfs, cgroups); run as root")

@@ -17,7 +17,8 @@ import (
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local/agentinit"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Pool keeps sandboxes started ahead of Create (see "Pool" in the package
@@ -46,7 +47,7 @@ const maxPoolSize = 64
 
 func (o Pool) validate() error {
 	if o.Size < 0 || o.Size > maxPoolSize {
-		return types.Errorf(types.InvalidArgument, "pool size %d: want 0 to %d", o.Size, maxPoolSize)
+		return errdefs.Errorf(errdefs.InvalidArgument, "pool size %d: want 0 to %d", o.Size, maxPoolSize)
 	}
 	return nil
 }
@@ -344,7 +345,7 @@ func (p *Provider) removeMember(mb *member) error {
 
 // poolRequest is a Create's resolved Spec.
 type poolRequest struct {
-	spec    types.Spec
+	spec    driver.Spec
 	img     image.Image
 	who     identity
 	workDir string

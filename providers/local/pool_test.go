@@ -18,8 +18,8 @@ import (
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // openPooled opens a driver with a pool; the test's end closes it, which
@@ -84,10 +84,10 @@ func TestPoolHandsOutSpec(t *testing.T) {
 			t.Errorf("List shows the ready sandbox %s", id)
 		}
 	}
-	if _, err := p.Connect(ctx, id); types.ClassOf(err) != types.NotFound {
+	if _, err := p.Connect(ctx, id); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Errorf("Connect to a ready sandbox: %v, want NotFound", err)
 	}
-	if err := p.Delete(ctx, id); types.ClassOf(err) != types.NotFound {
+	if err := p.Delete(ctx, id); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Errorf("Delete of a ready sandbox: %v, want NotFound", err)
 	}
 
@@ -152,7 +152,7 @@ func TestPoolTTL(t *testing.T) {
 	if time.Since(created) < ttl-500*time.Millisecond {
 		t.Fatalf("sandbox ended after %v, before its TTL", time.Since(created))
 	}
-	if _, err := p.Connect(testCtx(t), sb.ID()); types.ClassOf(err) != types.NotFound {
+	if _, err := p.Connect(testCtx(t), sb.ID()); errdefs.ClassOf(err) != errdefs.NotFound {
 		t.Errorf("Connect after the TTL: %v, want NotFound", err)
 	}
 }
@@ -247,7 +247,7 @@ func TestPoolRefusals(t *testing.T) {
 	for _, pool := range []local.Pool{{Size: -1}, {Size: 65}} {
 		o := options()
 		o.Pool = pool
-		if _, err := local.New(o); types.ClassOf(err) != types.InvalidArgument {
+		if _, err := local.New(o); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("New with %+v: %v, want InvalidArgument", pool, err)
 		}
 	}

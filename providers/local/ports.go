@@ -10,7 +10,7 @@ import (
 	"github.com/berth-sh/berth/internal/portproxy"
 	"github.com/berth-sh/berth/providers/local/agentinit"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -46,9 +46,9 @@ func (h *sandboxHandle) DialPort(ctx context.Context, port int) (net.Conn, error
 // Endpoint is a listener on 127.0.0.1 of this process, one per port and
 // protocol for the handle's life, that carries each connection over the
 // agent's socket (DialPort). Nothing opens inside the sandbox.
-func (h *sandboxHandle) Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error) {
+func (h *sandboxHandle) Endpoint(ctx context.Context, port driver.Port) (driver.Endpoint, error) {
 	if _, err := h.p.readMeta(h.id); err != nil {
-		return types.Endpoint{}, err
+		return driver.Endpoint{}, err
 	}
 	return h.ports.endpoints.Endpoint(port, h.DialPort)
 }
@@ -67,7 +67,7 @@ func (h *sandboxHandle) Forward(ctx context.Context, port int, hostAddr string) 
 	if h.ports.closed {
 		h.ports.mu.Unlock()
 		al.Close()
-		return nil, types.Errorf(types.InvalidArgument, "sandbox handle is closed")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "sandbox handle is closed")
 	}
 	if h.ports.forwards == nil {
 		h.ports.forwards = map[*forwarding]struct{}{}

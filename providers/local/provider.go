@@ -19,7 +19,7 @@ import (
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -65,15 +65,15 @@ const maxSocketPath = 107
 // value each call (the registry entry reports it without opening one):
 // the interfaces of its handles (driver.Derive) and the facts they cannot
 // show.
-func ProviderCapabilities() types.Capabilities {
-	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](types.Capabilities{
-		ResourceMode: types.ResourcesLimits,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic},
+func ProviderCapabilities() driver.Capabilities {
+	return driver.Derive[*Provider, *sandboxHandle, *envd.Process](driver.Capabilities{
+		ResourceMode: driver.ResourcesLimits,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic},
 		BuildImage:   true,
 		// StorageMB is a disk of that size (container.Config.DiskBytes)
 		// where the host can make one.
 		Storage: diskSupport() == nil,
-		Ports:   []types.PortProtocol{types.PortHTTP, types.PortTCP},
+		Ports:   []driver.PortProtocol{driver.PortHTTP, driver.PortTCP},
 	})
 }
 
@@ -96,16 +96,16 @@ func New(o Options) (*Provider, error) {
 		o.Runtime = "runc"
 	}
 	if _, err := exec.LookPath(o.Runtime); err != nil {
-		return nil, types.Errorf(types.NotSupported, "the local provider needs the OCI runtime %q (%w); install it with: apt-get install %s", o.Runtime, err, filepath.Base(o.Runtime))
+		return nil, errdefs.Errorf(errdefs.NotSupported, "the local provider needs the OCI runtime %q (%w); install it with: apt-get install %s", o.Runtime, err, filepath.Base(o.Runtime))
 	}
 	if o.Pids < 0 {
-		return nil, types.Errorf(types.InvalidArgument, "pids limit %d is negative", o.Pids)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "pids limit %d is negative", o.Pids)
 	}
 	if o.Pids == 0 {
 		o.Pids = DefaultPids
 	}
 	if cp := o.CgroupParent; cp != "" && (filepath.IsAbs(cp) || !filepath.IsLocal(cp)) {
-		return nil, types.Errorf(types.InvalidArgument, "cgroup parent %q must be a relative path without ..", cp)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "cgroup parent %q must be a relative path without ..", cp)
 	}
 	if err := o.Pool.validate(); err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func New(o Options) (*Provider, error) {
 		cts:       map[string]*container.Container{},
 	}
 	if sock := p.socketPath(p.dir("sb-0123456789abcdef")); len(sock) > maxSocketPath {
-		return nil, types.Errorf(types.InvalidArgument, "state dir %s is too long: the agent sockets under it (%d bytes) would pass the %d bytes a unix socket path may have", state, len(sock), maxSocketPath)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "state dir %s is too long: the agent sockets under it (%d bytes) would pass the %d bytes a unix socket path may have", state, len(sock), maxSocketPath)
 	}
 	if err := os.MkdirAll(p.sandboxes, 0o700); err != nil {
 		return nil, fmt.Errorf("local: state dir: %w", err)
@@ -158,7 +158,7 @@ func New(o Options) (*Provider, error) {
 func (p *Provider) StateDir() string { return p.state }
 
 // Capabilities reports ProviderCapabilities.
-func (p *Provider) Capabilities() types.Capabilities { return ProviderCapabilities() }
+func (p *Provider) Capabilities() driver.Capabilities { return ProviderCapabilities() }
 
 // Close removes the pool's ready sandboxes, if any, and releases the
 // owner lock (see owners.go). Sandboxes handed out live on until their TTL
@@ -184,7 +184,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	}
 	if !p.alive(m) {
 		p.cleanLater(ctx, id)
-		return nil, types.Errorf(types.NotFound, "sandbox %s has ended (expired at %s or its agent died)", id, m.Expires.Format(time.RFC3339))
+		return nil, errdefs.Errorf(errdefs.NotFound, "sandbox %s has ended (expired at %s or its agent died)", id, m.Expires.Format(time.RFC3339))
 	}
 	return p.handle(m)
 }
@@ -208,7 +208,7 @@ func (p *Provider) alive(m *meta) bool {
 
 // cleanLater removes an ended sandbox's leftovers when nobody else is at it.
 func (p *Provider) cleanLater(ctx context.Context, id string) {
-	if err := p.destroy(ctx, id, false); err != nil && !errors.Is(err, errBusy) && !errors.Is(err, types.ErrNotFound) {
+	if err := p.destroy(ctx, id, false); err != nil && !errors.Is(err, errBusy) && !errors.Is(err, errdefs.ErrNotFound) {
 		p.log.Warn("local: removing an ended sandbox failed; berth sandboxes reap retries", "id", id, "error", err)
 	}
 }
@@ -231,12 +231,12 @@ func (p *Provider) ids() ([]string, error) {
 
 // List returns the live sandboxes carrying every label. Ended ones are not
 // listed; their leftovers are removed on the way.
-func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	ids, err := p.ids()
 	if err != nil {
 		return nil, err
 	}
-	var out []types.Info
+	var out []driver.Info
 	for _, id := range ids {
 		m, err := p.readMeta(id)
 		if err != nil {
@@ -246,7 +246,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 			p.cleanLater(ctx, id)
 			continue
 		}
-		if types.MatchLabels(m.Labels, labels) {
+		if driver.MatchLabels(m.Labels, labels) {
 			out = append(out, m.info())
 		}
 	}
@@ -258,7 +258,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 // NotFound.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	if !idPattern.MatchString(id) {
-		return types.Errorf(types.NotFound, "no sandbox %q", id)
+		return errdefs.Errorf(errdefs.NotFound, "no sandbox %q", id)
 	}
 	return p.destroy(context.WithoutCancel(ctx), id, true)
 }
@@ -272,7 +272,7 @@ func (p *Provider) destroy(ctx context.Context, id string, wait bool) error {
 	if wait {
 		if _, err := os.Stat(filepath.Join(dir, metaFile)); errors.Is(err, os.ErrNotExist) {
 			// Being created (or a dead creator's leftover, for Reap).
-			return types.Errorf(types.NotFound, "no sandbox %s", id)
+			return errdefs.Errorf(errdefs.NotFound, "no sandbox %s", id)
 		}
 	}
 	l, err := lockDir(dir, wait)
@@ -282,7 +282,7 @@ func (p *Provider) destroy(ctx context.Context, id string, wait bool) error {
 	defer l.unlock()
 	if wait {
 		if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
-			return types.Errorf(types.NotFound, "no sandbox %s", id)
+			return errdefs.Errorf(errdefs.NotFound, "no sandbox %s", id)
 		}
 	}
 	// meta.json goes first: from here on the sandbox is not listed or
@@ -309,7 +309,7 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 	if ct == nil {
 		var err error
 		ct, err = p.rt.Load(ctx, ctDir)
-		if types.ClassOf(err) == types.NotFound {
+		if errdefs.ClassOf(err) == errdefs.NotFound {
 			return p.removeHalfMade(ctx, id, ctDir)
 		}
 		if err != nil {
@@ -359,14 +359,14 @@ func (p *Provider) Reap(ctx context.Context) ([]string, error) {
 		if err == nil && p.alive(m) {
 			continue
 		}
-		if err != nil && types.ClassOf(err) != types.NotFound {
+		if err != nil && errdefs.ClassOf(err) != errdefs.NotFound {
 			// A corrupt record: the sandbox cannot be reached, so reap it.
 			p.log.Warn("local: reaping a sandbox with an unreadable record", "id", id, "error", err)
 		}
 		switch err := p.destroy(ctx, id, false); {
 		case err == nil:
 			reaped = append(reaped, id)
-		case errors.Is(err, errBusy), errors.Is(err, types.ErrNotFound):
+		case errors.Is(err, errBusy), errors.Is(err, errdefs.ErrNotFound):
 		default:
 			errs = append(errs, err)
 		}

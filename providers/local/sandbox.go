@@ -12,7 +12,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandboxinit"
 )
 
@@ -40,7 +40,7 @@ func (h *sandboxHandle) ID() string { return h.id }
 
 // Exec runs the argv as given as cmd.User, else the Spec's (or image's)
 // user, in cmd.Dir, else the Spec's (or image's) working directory.
-func (h *sandboxHandle) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (h *sandboxHandle) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	if cmd.Dir == "" {
 		cmd.Dir = h.workDir
 	}
@@ -60,12 +60,12 @@ func (h *sandboxHandle) ReadFile(ctx context.Context, path string) (io.ReadClose
 	return rc, h.gone(err)
 }
 
-func (h *sandboxHandle) Stat(ctx context.Context, path string) (types.FileInfo, error) {
+func (h *sandboxHandle) Stat(ctx context.Context, path string) (driver.FileInfo, error) {
 	fi, err := h.env.Stat(ctx, path)
 	return fi, h.gone(err)
 }
 
-func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]types.FileInfo, error) {
+func (h *sandboxHandle) ListDir(ctx context.Context, path string) ([]driver.FileInfo, error) {
 	fis, err := h.env.ListDir(ctx, path)
 	return fis, h.gone(err)
 }
@@ -81,12 +81,12 @@ func (h *sandboxHandle) Remove(ctx context.Context, path string) error {
 // gone turns a refused connection into NotFound: the agent's socket refuses
 // only when the agent has ended, and with it the sandbox.
 func (h *sandboxHandle) gone(err error) error {
-	if err == nil || errors.Is(err, types.ErrNotFound) {
+	if err == nil || errors.Is(err, errdefs.ErrNotFound) {
 		return err
 	}
 	if errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.ENOENT) {
 		// %v: the transport's class (Unavailable) must not ride along.
-		return types.Errorf(types.NotFound, "sandbox %s has ended (%v)", h.id, err)
+		return errdefs.Errorf(errdefs.NotFound, "sandbox %s has ended (%v)", h.id, err)
 	}
 	return err
 }
@@ -95,7 +95,7 @@ func (h *sandboxHandle) gone(err error) error {
 // Connect read. The agent is the authority: it ends the sandbox.
 func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return types.Errorf(types.InvalidArgument, "timeout %v is not positive", d)
+		return errdefs.Errorf(errdefs.InvalidArgument, "timeout %v is not positive", d)
 	}
 	t := time.Now().Add(d)
 	if err := sandboxinit.SetDeadline(ctx, h.socket, h.token, t); err != nil {
@@ -127,8 +127,8 @@ func (h *sandboxHandle) Close() error {
 
 // EnvdEndpoint is the agent itself: `berth serve` forwards envd calls to it
 // over the socket with the sandbox's token.
-func (h *sandboxHandle) EnvdEndpoint(context.Context) (types.EnvdEndpoint, error) {
-	return types.EnvdEndpoint{
+func (h *sandboxHandle) EnvdEndpoint(context.Context) (driver.EnvdEndpoint, error) {
+	return driver.EnvdEndpoint{
 		BaseURL:     envd.UnixBaseURL,
 		Transport:   h.http.Transport, // this handle's connections, closed by Close
 		AccessToken: h.token,

@@ -5,7 +5,7 @@ import (
 
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/internal/passwd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // identity is who runs what in a sandbox: the agent (the container's init)
@@ -29,12 +29,12 @@ func resolveUser(spec string, layers []string) (identity, error) {
 	}
 	name, group, hasGroup := strings.Cut(spec, ":")
 	if name == "" || (hasGroup && group == "") || strings.ContainsAny(spec, "\x00\n/") {
-		return identity{}, types.Errorf(types.InvalidArgument, "user %q: want name, uid, name:group or uid:gid", spec)
+		return identity{}, errdefs.Errorf(errdefs.InvalidArgument, "user %q: want name, uid, name:group or uid:gid", spec)
 	}
 	entry, found := passwd.Lookup(passwd.ReadLayered(layers, "etc/passwd"), name)
 	uid, numeric := passwd.ParseID(name)
 	if !found && !numeric {
-		return identity{}, types.Errorf(types.InvalidArgument, "user %q is not in the image's /etc/passwd", name)
+		return identity{}, errdefs.Errorf(errdefs.InvalidArgument, "user %q is not in the image's /etc/passwd", name)
 	}
 	gid := uint32(0)
 	if found {
@@ -44,7 +44,7 @@ func resolveUser(spec string, layers []string) (identity, error) {
 		g, ok := passwd.ParseID(group)
 		if !ok {
 			if g, ok = passwd.LookupGroup(passwd.ReadLayered(layers, "etc/group"), group); !ok {
-				return identity{}, types.Errorf(types.InvalidArgument, "group %q is not in the image's /etc/group", group)
+				return identity{}, errdefs.Errorf(errdefs.InvalidArgument, "group %q is not in the image's /etc/group", group)
 			}
 		}
 		if found && g == entry.GID {

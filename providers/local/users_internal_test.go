@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/internal/passwd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // layer writes files into a new layer directory.
@@ -57,7 +57,7 @@ func TestResolveUser(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"alice", "app:nogroup", ":1", "1:", "a/b"} {
-		if _, err := resolveUser(bad, layers); types.ClassOf(err) != types.InvalidArgument {
+		if _, err := resolveUser(bad, layers); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("resolveUser(%q): %v, want InvalidArgument", bad, err)
 		}
 	}

@@ -31,11 +31,11 @@
 //
 // Errors: the SDK's error types carry only a string and do not unwrap, and
 // most calls return raw gRPC statuses; both are mapped onto the classes of
-// sandbox/types with the cause kept. A throttle (RESOURCE_EXHAUSTED with
+// sandbox/errdefs with the cause kept. A throttle (RESOURCE_EXHAUSTED with
 // Modal's RPCRetryPolicy) is ResourceExhausted carrying the advised wait
-// (types.Error.RetryAfter); a quota (RESOURCE_EXHAUSTED without one) is a
+// (errdefs.Error.RetryAfter); a quota (RESOURCE_EXHAUSTED without one) is a
 // Permanent ResourceExhausted, so throttle.Gate does not retry it. gRPC
-// codes are read through the one RPC mapping of sandbox/types.
+// codes are read through the one RPC mapping of sandbox/errdefs.
 // The SDK itself waits out throttles up to Options.MaxThrottleWait before
 // they reach the caller.
 //

@@ -12,58 +12,58 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
-// classify maps an error of the SDK onto a class of sandbox/types, keeping it
+// classify maps an error of the SDK onto a class of sandbox/errdefs, keeping it
 // as the cause. The SDK's own error types hold only a string and do not
 // unwrap, so they are matched by type; everything else it returns is a gRPC
 // status. Context errors pass through: ClassOf already reads a deadline, and
 // a cancellation must stay unclassified so nobody retries it.
 func classify(err error) error {
-	if err == nil || types.ClassOf(err) != types.Unknown || errors.Is(err, context.Canceled) {
+	if err == nil || errdefs.ClassOf(err) != errdefs.Unknown || errors.Is(err, context.Canceled) {
 		return err
 	}
 	switch c := sdkClass(err); {
-	case c == types.ResourceExhausted:
+	case c == errdefs.ResourceExhausted:
 		return exhausted(err)
-	case c != types.Unknown:
-		return types.Classify(c, err)
+	case c != errdefs.Unknown:
+		return errdefs.Classify(c, err)
 	}
 	if st, ok := status.FromError(err); ok {
 		if st.Code() == codes.ResourceExhausted {
 			return exhausted(err)
 		}
-		if c := types.ClassOfRPCCode(uint32(st.Code())); c != types.Unknown {
-			return types.Classify(c, err)
+		if c := errdefs.ClassOfRPCCode(uint32(st.Code())); c != errdefs.Unknown {
+			return errdefs.Classify(c, err)
 		}
 	}
 	return err
 }
 
 // sdkClass is the class of one of the SDK's error types, or Unknown.
-func sdkClass(err error) types.Class {
+func sdkClass(err error) errdefs.Class {
 	switch {
 	case as[sdk.NotFoundError](err), as[sdk.SandboxFilesystemNotFoundError](err),
 		// A sandbox that has ended, for an operation that needs it running.
 		as[sdk.ConflictError](err):
-		return types.NotFound
+		return errdefs.NotFound
 	case as[sdk.AlreadyExistsError](err), as[sdk.SandboxFilesystemPathAlreadyExistsError](err):
-		return types.AlreadyExists
+		return errdefs.AlreadyExists
 	case as[sdk.InvalidError](err), as[sdk.SandboxFilesystemIsADirectoryError](err),
 		as[sdk.SandboxFilesystemNotADirectoryError](err), as[sdk.SandboxFilesystemDirectoryNotEmptyError](err),
 		as[sdk.SandboxFilesystemFileTooLargeError](err), as[sdk.SandboxFilesystemPermissionError](err),
 		// A handle used after Detach: the caller's mistake.
 		as[sdk.ClientClosedError](err):
-		return types.InvalidArgument
+		return errdefs.InvalidArgument
 	case as[sdk.ResourceExhaustedError](err):
-		return types.ResourceExhausted
+		return errdefs.ResourceExhausted
 	case as[sdk.ExecTimeoutError](err), as[sdk.SandboxTimeoutError](err), as[sdk.TimeoutError](err):
-		return types.DeadlineExceeded
+		return errdefs.DeadlineExceeded
 	case as[sdk.InternalFailure](err):
-		return types.Unavailable
+		return errdefs.Unavailable
 	}
-	return types.Unknown
+	return errdefs.Unknown
 }
 
 func as[T error](err error) bool {
@@ -81,12 +81,12 @@ func as[T error](err error) bool {
 // stays retryable.
 func exhausted(err error) error {
 	if after, ok := retryAfter(err); ok {
-		return &types.Error{Class: types.ResourceExhausted, Err: fmt.Errorf("throttled, retry after %v: %w", after, err), RetryAfter: after}
+		return &errdefs.Error{Class: errdefs.ResourceExhausted, Err: fmt.Errorf("throttled, retry after %v: %w", after, err), RetryAfter: after}
 	}
 	if as[sdk.ResourceExhaustedError](err) {
-		return types.Classify(types.ResourceExhausted, err)
+		return errdefs.Classify(errdefs.ResourceExhausted, err)
 	}
-	return types.WithPermanent(types.Errorf(types.ResourceExhausted, "quota reached (waiting will not free it): %w", err))
+	return errdefs.WithPermanent(errdefs.Errorf(errdefs.ResourceExhausted, "quota reached (waiting will not free it): %w", err))
 }
 
 // retryAfter reads Modal's retry hint from a status's details.

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestClassify(t *testing.T) {
@@ -21,57 +21,57 @@ func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		err       error
-		class     types.Class
+		class     errdefs.Class
 		retryable bool
 	}{
-		{"sdk not found", sdk.NotFoundError{Exception: "Sandbox gone"}, types.NotFound, false},
-		{"fs not found", sdk.SandboxFilesystemNotFoundError{Exception: "x"}, types.NotFound, false},
-		{"finished sandbox", sdk.ConflictError{Exception: "already finished"}, types.NotFound, false},
-		{"already exists", sdk.AlreadyExistsError{Exception: "x"}, types.AlreadyExists, false},
-		{"fs exists", sdk.SandboxFilesystemPathAlreadyExistsError{Exception: "x"}, types.AlreadyExists, false},
-		{"invalid", sdk.InvalidError{Exception: "x"}, types.InvalidArgument, false},
-		{"is a dir", sdk.SandboxFilesystemIsADirectoryError{Exception: "x"}, types.InvalidArgument, false},
-		{"not a dir", sdk.SandboxFilesystemNotADirectoryError{Exception: "x"}, types.InvalidArgument, false},
-		{"detached", sdk.ClientClosedError{Exception: "x"}, types.InvalidArgument, false},
-		{"capacity", sdk.ResourceExhaustedError{Exception: "Insufficient capacity"}, types.ResourceExhausted, true},
-		{"exec timeout", sdk.ExecTimeoutError{Exception: "x"}, types.DeadlineExceeded, false},
-		{"sandbox timeout", sdk.SandboxTimeoutError{Exception: "x"}, types.DeadlineExceeded, false},
-		{"internal failure", sdk.InternalFailure{Exception: "x"}, types.Unavailable, true},
-		{"wrapped sdk error", fmt.Errorf("layer: %w", sdk.NotFoundError{Exception: "x"}), types.NotFound, false},
-		{"status not found", status.Error(codes.NotFound, "x"), types.NotFound, false},
-		{"status unauthenticated", status.Error(codes.Unauthenticated, "x"), types.Unauthenticated, false},
-		{"status permission", status.Error(codes.PermissionDenied, "x"), types.Unauthenticated, false},
-		{"status precondition", status.Error(codes.FailedPrecondition, "x"), types.InvalidArgument, false},
-		{"status unavailable", status.Error(codes.Unavailable, "x"), types.Unavailable, true},
-		// The one RPC mapping of sandbox/types: a server fault that says
+		{"sdk not found", sdk.NotFoundError{Exception: "Sandbox gone"}, errdefs.NotFound, false},
+		{"fs not found", sdk.SandboxFilesystemNotFoundError{Exception: "x"}, errdefs.NotFound, false},
+		{"finished sandbox", sdk.ConflictError{Exception: "already finished"}, errdefs.NotFound, false},
+		{"already exists", sdk.AlreadyExistsError{Exception: "x"}, errdefs.AlreadyExists, false},
+		{"fs exists", sdk.SandboxFilesystemPathAlreadyExistsError{Exception: "x"}, errdefs.AlreadyExists, false},
+		{"invalid", sdk.InvalidError{Exception: "x"}, errdefs.InvalidArgument, false},
+		{"is a dir", sdk.SandboxFilesystemIsADirectoryError{Exception: "x"}, errdefs.InvalidArgument, false},
+		{"not a dir", sdk.SandboxFilesystemNotADirectoryError{Exception: "x"}, errdefs.InvalidArgument, false},
+		{"detached", sdk.ClientClosedError{Exception: "x"}, errdefs.InvalidArgument, false},
+		{"capacity", sdk.ResourceExhaustedError{Exception: "Insufficient capacity"}, errdefs.ResourceExhausted, true},
+		{"exec timeout", sdk.ExecTimeoutError{Exception: "x"}, errdefs.DeadlineExceeded, false},
+		{"sandbox timeout", sdk.SandboxTimeoutError{Exception: "x"}, errdefs.DeadlineExceeded, false},
+		{"internal failure", sdk.InternalFailure{Exception: "x"}, errdefs.Unavailable, true},
+		{"wrapped sdk error", fmt.Errorf("layer: %w", sdk.NotFoundError{Exception: "x"}), errdefs.NotFound, false},
+		{"status not found", status.Error(codes.NotFound, "x"), errdefs.NotFound, false},
+		{"status unauthenticated", status.Error(codes.Unauthenticated, "x"), errdefs.Unauthenticated, false},
+		{"status permission", status.Error(codes.PermissionDenied, "x"), errdefs.Unauthenticated, false},
+		{"status precondition", status.Error(codes.FailedPrecondition, "x"), errdefs.InvalidArgument, false},
+		{"status unavailable", status.Error(codes.Unavailable, "x"), errdefs.Unavailable, true},
+		// The one RPC mapping of sandbox/errdefs: a server fault that says
 		// nothing of recovering is not retried.
-		{"status internal", status.Error(codes.Internal, "x"), types.Unknown, false},
-		{"status aborted", status.Error(codes.Aborted, "x"), types.Unavailable, true},
-		{"status deadline", status.Error(codes.DeadlineExceeded, "x"), types.DeadlineExceeded, false},
-		{"status unimplemented", status.Error(codes.Unimplemented, "x"), types.NotSupported, false},
-		{"wrapped status", fmt.Errorf("env: %w", status.Error(codes.NotFound, "x")), types.NotFound, false},
-		{"throttle", throttledStatus.Err(), types.ResourceExhausted, true},
-		{"quota", status.Error(codes.ResourceExhausted, "quota of 3 GPUs"), types.ResourceExhausted, false},
-		{"context deadline", context.DeadlineExceeded, types.DeadlineExceeded, false},
-		{"unknown", errors.New("boom"), types.Unknown, false},
+		{"status internal", status.Error(codes.Internal, "x"), errdefs.Unknown, false},
+		{"status aborted", status.Error(codes.Aborted, "x"), errdefs.Unavailable, true},
+		{"status deadline", status.Error(codes.DeadlineExceeded, "x"), errdefs.DeadlineExceeded, false},
+		{"status unimplemented", status.Error(codes.Unimplemented, "x"), errdefs.NotSupported, false},
+		{"wrapped status", fmt.Errorf("env: %w", status.Error(codes.NotFound, "x")), errdefs.NotFound, false},
+		{"throttle", throttledStatus.Err(), errdefs.ResourceExhausted, true},
+		{"quota", status.Error(codes.ResourceExhausted, "quota of 3 GPUs"), errdefs.ResourceExhausted, false},
+		{"context deadline", context.DeadlineExceeded, errdefs.DeadlineExceeded, false},
+		{"unknown", errors.New("boom"), errdefs.Unknown, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := classify(c.err)
-			if types.ClassOf(got) != c.class {
-				t.Errorf("class %v, want %v (%v)", types.ClassOf(got), c.class, got)
+			if errdefs.ClassOf(got) != c.class {
+				t.Errorf("class %v, want %v (%v)", errdefs.ClassOf(got), c.class, got)
 			}
 			if !errors.Is(got, c.err) {
 				t.Errorf("cause dropped: %v does not wrap %v", got, c.err)
 			}
-			if types.Retryable(got) != c.retryable {
-				t.Errorf("retryable = %v, want %v", types.Retryable(got), c.retryable)
+			if errdefs.Retryable(got) != c.retryable {
+				t.Errorf("retryable = %v, want %v", errdefs.Retryable(got), c.retryable)
 			}
 		})
 	}
-	if types.RetryAfterOf(classify(throttledStatus.Err())) != 1500*time.Millisecond {
+	if errdefs.RetryAfterOf(classify(throttledStatus.Err())) != 1500*time.Millisecond {
 		t.Errorf("throttle's advised wait not reported")
 	}
-	if got := classify(context.Canceled); types.ClassOf(got) != types.Unknown || types.Retryable(got) {
+	if got := classify(context.Canceled); errdefs.ClassOf(got) != errdefs.Unknown || errdefs.Retryable(got) {
 		t.Errorf("a cancellation was classified: %v", got)
 	}
 }

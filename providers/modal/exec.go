@@ -10,7 +10,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Process = (*process)(nil)
@@ -31,7 +31,7 @@ type process struct {
 // Exec starts cmd. The command's timeout goes to Modal in whole seconds
 // (rounded up), which kills the process; Wait reports DeadlineExceeded at
 // the exact timeout.
-func (s *sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, error) {
+func (s *sandbox) Exec(ctx context.Context, cmd driver.Command) (driver.Process, error) {
 	if cmd.User != "" && cmd.User != "root" {
 		return nil, errUser
 	}
@@ -60,7 +60,7 @@ func (s *sandbox) Exec(ctx context.Context, cmd types.Command) (driver.Process, 
 
 // run feeds stdin, drains the outputs and waits for the exit status. ctx is
 // the handle's: closing the handle or the provider stops the drains.
-func (p *process) run(ctx context.Context, cp *sdk.ContainerProcess, cmd types.Command, wg *sync.WaitGroup, gate *stdinGate) {
+func (p *process) run(ctx context.Context, cp *sdk.ContainerProcess, cmd driver.Command, wg *sync.WaitGroup, gate *stdinGate) {
 	defer wg.Done()
 	defer close(p.done)
 	// The SDK reads output on its own background context; closing the
@@ -158,7 +158,7 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 }
 
 func (p *process) timeoutErr() error {
-	return types.Errorf(types.DeadlineExceeded, "command ran past its %v timeout and was killed", p.timeout)
+	return errdefs.Errorf(errdefs.DeadlineExceeded, "command ran past its %v timeout and was killed", p.timeout)
 }
 
 // killed reports an exit status of a process ended by Modal: a signal

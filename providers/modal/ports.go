@@ -10,7 +10,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Endpointer = (*sandbox)(nil)
@@ -21,9 +21,9 @@ const tunnelsTimeout = 50 * time.Second
 // openPorts maps a Spec's ports onto Modal's create parameters: HTTP on an
 // encrypted port (TLS ends at Modal's edge; WebSocket works), TCP on an
 // unencrypted one (raw bytes).
-func openPorts(params *sdk.SandboxCreateParams, ports []types.Port) {
+func openPorts(params *sdk.SandboxCreateParams, ports []driver.Port) {
 	for _, p := range ports {
-		if p.Protocol == types.PortTCP {
+		if p.Protocol == driver.PortTCP {
 			params.UnencryptedPorts = append(params.UnencryptedPorts, p.Number)
 		} else {
 			params.EncryptedPorts = append(params.EncryptedPorts, p.Number)
@@ -41,28 +41,28 @@ type tunnels struct {
 // Endpoint is the port's tunnel: its https:// URL for an encrypted (HTTP)
 // port, tcp://host:port of its unencrypted socket for a TCP one. Modal
 // opens tunnels at create for the ports the Spec declared, and no others.
-func (s *sandbox) Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error) {
+func (s *sandbox) Endpoint(ctx context.Context, port driver.Port) (driver.Endpoint, error) {
 	s.tun.mu.Lock()
 	defer s.tun.mu.Unlock()
 	if s.tun.m == nil {
 		m, err := s.sb.Tunnels(ctx, tunnelsTimeout, nil)
 		if err != nil {
-			return types.Endpoint{}, classify(err)
+			return driver.Endpoint{}, classify(err)
 		}
 		s.tun.m = m
 	}
 	t, ok := s.tun.m[port.Number]
 	if !ok {
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "modal: port %d has no tunnel: Modal opens tunnels at create, for the ports in Spec.Ports only", port.Number)
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.InvalidArgument, "modal: port %d has no tunnel: Modal opens tunnels at create, for the ports in Spec.Ports only", port.Number)
 	}
 	host, p, err := t.TCPSocket()
 	switch {
-	case port.Protocol == types.PortTCP && err != nil:
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "modal: port %d was declared http (an encrypted tunnel), not tcp", port.Number)
-	case port.Protocol == types.PortTCP:
-		return types.Endpoint{URL: "tcp://" + net.JoinHostPort(host, strconv.Itoa(p)), Protocol: port.Protocol}, nil
+	case port.Protocol == driver.PortTCP && err != nil:
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.InvalidArgument, "modal: port %d was declared http (an encrypted tunnel), not tcp", port.Number)
+	case port.Protocol == driver.PortTCP:
+		return driver.Endpoint{URL: "tcp://" + net.JoinHostPort(host, strconv.Itoa(p)), Protocol: port.Protocol}, nil
 	case err == nil:
-		return types.Endpoint{}, types.Errorf(types.InvalidArgument, "modal: port %d was declared tcp (an unencrypted tunnel), not http", port.Number)
+		return driver.Endpoint{}, errdefs.Errorf(errdefs.InvalidArgument, "modal: port %d was declared tcp (an unencrypted tunnel), not http", port.Number)
 	}
-	return types.Endpoint{URL: t.URL(), Protocol: port.Protocol}, nil
+	return driver.Endpoint{URL: t.URL(), Protocol: port.Protocol}, nil
 }

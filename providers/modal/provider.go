@@ -16,7 +16,7 @@ import (
 
 	"github.com/berth-sh/berth/providers/internal/allowlist"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -40,13 +40,13 @@ const maxTTL = 24 * time.Hour
 // the facts they cannot show: requests by default and limits when the Spec
 // asks, no egress, full egress or an allowlist of CIDRs and domains, GPUs
 // (which the SDK creates on Modal's V1 backend).
-func Capabilities() types.Capabilities {
-	return driver.Derive[*Provider, *sandbox, *process](types.Capabilities{
-		ResourceMode: types.ResourcesBoth,
-		Networks:     []types.NetworkMode{types.NetworkNone, types.NetworkPublic, types.NetworkAllowlist},
+func Capabilities() driver.Capabilities {
+	return driver.Derive[*Provider, *sandbox, *process](driver.Capabilities{
+		ResourceMode: driver.ResourcesBoth,
+		Networks:     []driver.NetworkMode{driver.NetworkNone, driver.NetworkPublic, driver.NetworkAllowlist},
 		GPUs:         true,
 		MaxTTL:       maxTTL,
-		Ports:        []types.PortProtocol{types.PortHTTP, types.PortTCP},
+		Ports:        []driver.PortProtocol{driver.PortHTTP, driver.PortTCP},
 		// Tunnels open at create: Spec.Ports must name them.
 		PortsAtCreate: true,
 	})
@@ -104,7 +104,7 @@ type Provider struct {
 // looked up on first use.
 func New(opts Options) (*Provider, error) {
 	if opts.TokenID == "" || opts.TokenSecret == "" {
-		return nil, types.Errorf(types.Unauthenticated, "a Modal token id and token secret are both required")
+		return nil, errdefs.Errorf(errdefs.Unauthenticated, "a Modal token id and token secret are both required")
 	}
 	if opts.App == "" {
 		opts.App = DefaultApp
@@ -137,7 +137,7 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		// The SDK's message may quote its config file, which holds the
 		// token: keep the cause reachable but do not print it.
-		return nil, types.Classify(types.InvalidArgument, &redacted{
+		return nil, errdefs.Classify(errdefs.InvalidArgument, &redacted{
 			msg:   "the Modal SDK could not start (is MODAL_CONFIG_PATH or ~/.modal.toml valid TOML, and MODAL_SERVER_URL a http:// or https:// URL?)",
 			cause: err,
 		})
@@ -178,7 +178,7 @@ func checkProcessEnv(caller, process func(string) string) error {
 		} else if want == have {
 			continue
 		}
-		return types.Errorf(types.InvalidArgument,
+		return errdefs.Errorf(errdefs.InvalidArgument,
 			"%s differs between the provider's environment and this process's; the Modal SDK reads it from the process environment, so set it there", k)
 	}
 	return nil
@@ -198,7 +198,7 @@ func flag(v string, def bool) bool {
 }
 
 // Capabilities reports what the driver supports.
-func (p *Provider) Capabilities() types.Capabilities { return Capabilities() }
+func (p *Provider) Capabilities() driver.Capabilities { return Capabilities() }
 
 // Close stops background work, detaches the handles still open and closes
 // the SDK's connections. Sandboxes keep running.
@@ -244,7 +244,7 @@ func (p *Provider) appHandle(ctx context.Context) (*sdk.App, error) {
 }
 
 // PrepareImage builds the Spec's image ahead of Create.
-func (p *Provider) PrepareImage(ctx context.Context, spec types.Spec) error {
+func (p *Provider) PrepareImage(ctx context.Context, spec driver.Spec) error {
 	if spec.Image == "" {
 		return nil
 	}
@@ -275,7 +275,7 @@ func (p *Provider) image(ctx context.Context, ref string) (*sdk.Image, error) {
 	img, err = p.client.Images.FromRegistry(ref, nil).Build(withBuildLog(ctx, log), app, nil)
 	if err != nil {
 		if as[sdk.RemoteError](err) {
-			return nil, types.Errorf(types.InvalidArgument, "build image %s: %w%s", ref, err, log.tail())
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "build image %s: %w%s", ref, err, log.tail())
 		}
 		return nil, fmt.Errorf("build image %s: %w", ref, classify(err))
 	}
@@ -290,18 +290,18 @@ func (p *Provider) image(ctx context.Context, ref string) (*sdk.Image, error) {
 // instructions of the caller's choosing.
 func checkImageRef(ref string) error {
 	if len(ref) > 512 {
-		return types.Errorf(types.InvalidArgument, "image reference is %d bytes, at most 512", len(ref))
+		return errdefs.Errorf(errdefs.InvalidArgument, "image reference is %d bytes, at most 512", len(ref))
 	}
 	for _, r := range ref {
 		if r <= ' ' || r == 0x7f {
-			return types.Errorf(types.InvalidArgument, "image reference %q contains a space or control character", ref)
+			return errdefs.Errorf(errdefs.InvalidArgument, "image reference %q contains a space or control character", ref)
 		}
 	}
 	return nil
 }
 
 // Create makes a sandbox from spec.
-func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
 	if spec.User != "" && spec.User != "root" {
 		return nil, errUser
 	}
@@ -324,11 +324,11 @@ func (p *Provider) Create(ctx context.Context, spec types.Spec) (driver.Sandbox,
 	return p.handle(sb), nil
 }
 
-var errUser = types.Errorf(types.NotSupported, "Modal runs commands as the image's user; another user is not supported")
+var errUser = errdefs.Errorf(errdefs.NotSupported, "Modal runs commands as the image's user; another user is not supported")
 
 // createParams maps a Spec onto the SDK's create parameters. The Spec has
 // been validated and has its defaults.
-func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, error) {
+func (p *Provider) createParams(spec driver.Spec) (*sdk.SandboxCreateParams, error) {
 	r := spec.Resources
 	params := &sdk.SandboxCreateParams{
 		CPU:          r.CPUs,
@@ -336,7 +336,7 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		Timeout:      ceilSeconds(spec.TTL),
 		Workdir:      spec.WorkDir,
 		Env:          spec.Env,
-		BlockNetwork: spec.Network.Mode == types.NetworkNone,
+		BlockNetwork: spec.Network.Mode == driver.NetworkNone,
 		Tags:         spec.Labels,
 	}
 	openPorts(params, spec.Ports)
@@ -350,7 +350,7 @@ func (p *Provider) createParams(spec types.Spec) (*sdk.SandboxCreateParams, erro
 		// Modal has no disk size for sandboxes.
 		p.log.Debug("modal: ignoring the storage size; Modal sandboxes have no disk knob", "storage_mb", r.StorageMB)
 	}
-	if spec.Network.Mode == types.NetworkAllowlist {
+	if spec.Network.Mode == driver.NetworkAllowlist {
 		// Both lists are sent, empty or not: a non-nil one puts Modal in
 		// allowlist mode, and an empty one allows nothing of its kind.
 		cidrs, domains, err := allowlist.Split("modal", spec.Network.Allow)
@@ -379,7 +379,7 @@ func (p *Provider) attach(ctx context.Context, id string) (*sdk.Sandbox, error) 
 	}
 	code, err := sb.Poll(ctx, nil)
 	if err == nil && code != nil {
-		err = types.Errorf(types.NotFound, "sandbox has ended (exit %d)", *code)
+		err = errdefs.Errorf(errdefs.NotFound, "sandbox has ended (exit %d)", *code)
 	}
 	if err != nil {
 		_ = sb.Detach()
@@ -412,7 +412,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 func terminate(ctx context.Context, sb *sdk.Sandbox) error {
 	code, err := sb.Poll(ctx, nil)
 	if err == nil && code != nil {
-		return types.Errorf(types.NotFound, "sandbox has already ended (exit %d)", *code)
+		return errdefs.Errorf(errdefs.NotFound, "sandbox has already ended (exit %d)", *code)
 	}
 	if err == nil {
 		_, err = sb.Terminate(ctx, &sdk.SandboxTerminateParams{Wait: true})
@@ -421,7 +421,7 @@ func terminate(ctx context.Context, sb *sdk.Sandbox) error {
 }
 
 // List returns the running sandboxes of the app that carry every label.
-func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.Info, error) {
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
 	app, err := p.appHandle(ctx)
 	if err != nil {
 		return nil, err
@@ -430,7 +430,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 	if err != nil {
 		return nil, classify(err)
 	}
-	var out []types.Info
+	var out []driver.Info
 	for sb, err := range seq {
 		if err != nil {
 			return nil, classify(err)
@@ -438,15 +438,15 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]types.
 		tags, err := sb.GetTags(ctx, nil)
 		_ = sb.Detach()
 		if err != nil {
-			if errors.Is(classify(err), types.ErrNotFound) {
+			if errors.Is(classify(err), errdefs.ErrNotFound) {
 				continue // ended while we listed
 			}
 			return nil, classify(err)
 		}
-		if !types.MatchLabels(tags, labels) {
+		if !driver.MatchLabels(tags, labels) {
 			continue
 		}
-		out = append(out, types.Info{ID: sb.SandboxID, Labels: tags, State: "running"})
+		out = append(out, driver.Info{ID: sb.SandboxID, Labels: tags, State: "running"})
 	}
 	return out, nil
 }

@@ -14,7 +14,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var (
@@ -76,12 +76,12 @@ func (s *sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uin
 // runs in the file's directory on the base name, so the command needs no
 // absolute path (and works wherever the sandbox keeps its tree).
 func (s *sandbox) chmod(ctx context.Context, p string, mode uint32) error {
-	return s.run(ctx, types.Command{Args: []string{"chmod", fmt.Sprintf("%o", mode), "--", path.Base(p)}, Dir: path.Dir(p)})
+	return s.run(ctx, driver.Command{Args: []string{"chmod", fmt.Sprintf("%o", mode), "--", path.Base(p)}, Dir: path.Dir(p)})
 }
 
 // run runs a helper command to completion; a non-zero exit is an error
 // carrying the command's stderr.
-func (s *sandbox) run(ctx context.Context, cmd types.Command) error {
+func (s *sandbox) run(ctx context.Context, cmd driver.Command) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	p, err := s.Exec(ctx, cmd)
@@ -96,7 +96,7 @@ func (s *sandbox) run(ctx context.Context, cmd types.Command) error {
 	case 0:
 		return nil
 	case 127:
-		return types.Errorf(types.NotSupported, "%s is not in the sandbox's image", cmd.Args[0])
+		return errdefs.Errorf(errdefs.NotSupported, "%s is not in the sandbox's image", cmd.Args[0])
 	}
 	msg := strings.TrimSpace(stderr.String())
 	if len(msg) > 1024 {
@@ -110,11 +110,11 @@ func (s *sandbox) run(ctx context.Context, cmd types.Command) error {
 // for the whole tree, links included, where file calls would cost several
 // round trips per file.
 func (s *sandbox) UploadTar(ctx context.Context, dir string, r io.Reader) error {
-	if err := s.MakeDir(ctx, dir); err != nil && !errors.Is(err, types.ErrAlreadyExists) {
+	if err := s.MakeDir(ctx, dir); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
 		return err
 	}
 	// -o: files belong to the sandbox's user, not the archive's owners.
-	return s.run(ctx, types.Command{Args: []string{"tar", "-xof", "-"}, Dir: dir, Stdin: r})
+	return s.run(ctx, driver.Command{Args: []string{"tar", "-xof", "-"}, Dir: dir, Stdin: r})
 }
 
 // ReadFile reads the whole file.
@@ -127,25 +127,25 @@ func (s *sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 }
 
 // Stat describes the path itself, not a symlink's target.
-func (s *sandbox) Stat(ctx context.Context, p string) (types.FileInfo, error) {
+func (s *sandbox) Stat(ctx context.Context, p string) (driver.FileInfo, error) {
 	fi, err := s.sb.Filesystem.Stat(ctx, p, nil)
 	if err != nil {
-		return types.FileInfo{}, classify(err)
+		return driver.FileInfo{}, classify(err)
 	}
 	return fileInfo(*fi), nil
 }
 
 // ListDir lists a directory's entries, sorted by name.
-func (s *sandbox) ListDir(ctx context.Context, p string) ([]types.FileInfo, error) {
+func (s *sandbox) ListDir(ctx context.Context, p string) ([]driver.FileInfo, error) {
 	fis, err := s.sb.Filesystem.ListFiles(ctx, p, nil)
 	if err != nil {
 		return nil, classify(err)
 	}
-	out := make([]types.FileInfo, len(fis))
+	out := make([]driver.FileInfo, len(fis))
 	for i, fi := range fis {
 		out[i] = fileInfo(fi)
 	}
-	slices.SortFunc(out, func(a, b types.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b driver.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -168,13 +168,13 @@ func (s *sandbox) Remove(ctx context.Context, p string) error {
 }
 
 // fileInfo converts the SDK's description; its Mode is st_mode.
-func fileInfo(fi sdk.FileInfo) types.FileInfo {
-	out := types.FileInfo{
+func fileInfo(fi sdk.FileInfo) driver.FileInfo {
+	out := driver.FileInfo{
 		Name: fi.Name,
 		Path: fi.Path,
 		Size: fi.Size,
 		Mode: fi.Mode & 0o7777,
-		Type: types.FileOther,
+		Type: driver.FileOther,
 	}
 	if fi.ModifiedTime > 0 {
 		sec, frac := int64(fi.ModifiedTime), fi.ModifiedTime-float64(int64(fi.ModifiedTime))
@@ -182,11 +182,11 @@ func fileInfo(fi sdk.FileInfo) types.FileInfo {
 	}
 	switch fi.Type {
 	case sdk.FileTypeFile:
-		out.Type = types.FileRegular
+		out.Type = driver.FileRegular
 	case sdk.FileTypeDirectory:
-		out.Type = types.FileDir
+		out.Type = driver.FileDir
 	case sdk.FileTypeSymlink:
-		out.Type = types.FileSymlink
+		out.Type = driver.FileSymlink
 		if fi.SymlinkTarget != nil {
 			out.Target = *fi.SymlinkTarget
 		}

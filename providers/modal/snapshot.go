@@ -7,7 +7,7 @@ import (
 	sdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 var _ driver.Snapshotter = (*sandbox)(nil)
@@ -34,7 +34,7 @@ func (s *sandbox) Snapshot(ctx context.Context) (string, error) {
 // expired) is NotFound.
 func (p *Provider) imageByID(ctx context.Context, id string) (*sdk.Image, error) {
 	if !imageID.MatchString(id) {
-		return nil, types.Errorf(types.InvalidArgument, "%q is not a Modal image ID (im-...)", id)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%q is not a Modal image ID (im-...)", id)
 	}
 	img, err := p.client.Images.FromID(ctx, id, nil)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The SDK writes a process's stdin (and its end) with context.Background()
@@ -69,7 +69,7 @@ type gatedStdin struct {
 	ctx  context.Context // the handle's
 }
 
-var errStdinGone = types.Errorf(types.InvalidArgument, "modal: stdin: the process has ended or its handle was closed")
+var errStdinGone = errdefs.Errorf(errdefs.InvalidArgument, "modal: stdin: the process has ended or its handle was closed")
 
 func (g *gatedStdin) open() bool {
 	select {

@@ -3,8 +3,6 @@ package driver
 import (
 	"context"
 	"io"
-
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // ImageBuilder is implemented by drivers that build a Spec's Build into an
@@ -15,5 +13,5 @@ import (
 // that starts nothing. log gets the build as a person reads it (steps and
 // their output); the driver never blocks on it failing.
 type ImageBuilder interface {
-	BuildImage(ctx context.Context, spec types.Spec, log io.Writer) (ref string, err error)
+	BuildImage(ctx context.Context, spec Spec, log io.Writer) (ref string, err error)
 }

@@ -1,11 +1,15 @@
-// Package driver defines what a sandbox provider implements. Import it only
-// from provider packages and from package sandbox, which wraps these
-// interfaces in the concrete types callers use.
+// Package driver defines what a sandbox provider implements, and the values
+// a provider and its callers exchange: Spec (what a sandbox is asked to be),
+// Command, Info, FileInfo, ports and endpoints, and Capabilities. Import it
+// from provider packages, from the packages below them that speak those
+// values (envd, the local provider's machinery), and from package sandbox,
+// which wraps these interfaces in the concrete types callers use and
+// re-exports the values under its own names.
 //
 // Every method comment is a contract that the conformance suite in
-// sandbox/sandboxtest checks. Errors carry a class from package sandbox
-// (sandbox.Errorf, sandbox.Classify); the wrappers add the operation, provider
-// name and sandbox ID, so drivers need not.
+// sandbox/sandboxtest checks. Errors carry a class from package
+// sandbox/errdefs (errdefs.Errorf, errdefs.Classify); the wrappers add the
+// operation, provider name and sandbox ID, so drivers need not.
 //
 // Optional features are small interfaces found by type assertion
 // (TimeoutSetter, Signaler, TreeUploader, Endpointer, ...). A driver states only the
@@ -21,8 +25,6 @@ import (
 	"io"
 	"net"
 	"time"
-
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // Provider creates and finds sandboxes of one backend.
@@ -30,19 +32,19 @@ type Provider interface {
 	// Create makes a sandbox from a validated Spec with defaults filled in
 	// (TTL > 0, Network.Mode set). On error nothing may be left running: a
 	// driver that fails half way cleans up what it made before returning.
-	Create(ctx context.Context, spec types.Spec) (Sandbox, error)
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
 	// Connect returns a handle to an existing sandbox from its ID alone, from
 	// any process. An unknown or deleted ID is NotFound.
 	Connect(ctx context.Context, id string) (Sandbox, error)
 	// List returns the live sandboxes that carry every given label (all of
 	// them when labels is empty).
-	List(ctx context.Context, labels map[string]string) ([]types.Info, error)
+	List(ctx context.Context, labels map[string]string) ([]Info, error)
 	// Delete destroys the sandbox with this ID. An unknown ID is NotFound.
 	Delete(ctx context.Context, id string) error
 	// Capabilities reports what the provider supports; it must not block.
 	// Drivers return Derive over their handle types, so that the fields
 	// that follow from optional interfaces say what the handles do.
-	Capabilities() types.Capabilities
+	Capabilities() Capabilities
 	// Close releases the provider's resources (connections, goroutines). It
 	// does not delete sandboxes.
 	Close() error
@@ -56,7 +58,7 @@ type Sandbox interface {
 	// The returned Process delivers output to cmd.Stdout and cmd.Stderr as it
 	// arrives, reads cmd.Stdin to EOF and then closes the process's stdin.
 	// A missing program is not an error of Exec: the process exits 127.
-	Exec(ctx context.Context, cmd types.Command) (Process, error)
+	Exec(ctx context.Context, cmd Command) (Process, error)
 	// WriteFile creates or truncates the file at the absolute path, creating
 	// parent directories, with the given permission bits.
 	WriteFile(ctx context.Context, path string, r io.Reader, mode uint32) error
@@ -65,9 +67,9 @@ type Sandbox interface {
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
 	// Stat describes one path without following a final symlink. Missing is
 	// NotFound.
-	Stat(ctx context.Context, path string) (types.FileInfo, error)
+	Stat(ctx context.Context, path string) (FileInfo, error)
 	// ListDir lists a directory's entries (not recursive), sorted by name.
-	ListDir(ctx context.Context, path string) ([]types.FileInfo, error)
+	ListDir(ctx context.Context, path string) ([]FileInfo, error)
 	// MakeDir creates a directory and its parents; an existing directory is
 	// AlreadyExists.
 	MakeDir(ctx context.Context, path string) error
@@ -106,7 +108,7 @@ type TimeoutSetter interface {
 type Signaler interface {
 	// Signal sends a signal to the process. A process that has ended is
 	// NotFound.
-	Signal(ctx context.Context, sig types.Signal) error
+	Signal(ctx context.Context, sig Signal) error
 }
 
 // Pauser is implemented by sandboxes that can be paused and resumed with
@@ -155,7 +157,7 @@ type TreeDownloader interface {
 // that runners can time image resolution apart from sandbox creation and
 // many creates of one image share the work.
 type ImagePreparer interface {
-	PrepareImage(ctx context.Context, spec types.Spec) error
+	PrepareImage(ctx context.Context, spec Spec) error
 }
 
 // Reaper is implemented by drivers that keep local state which can outlive
@@ -171,7 +173,7 @@ type Reaper interface {
 // calls as they are instead of translating them to Exec and file calls.
 // The endpoint stays valid while the handle is open.
 type EnvdServer interface {
-	EnvdEndpoint(ctx context.Context) (types.EnvdEndpoint, error)
+	EnvdEndpoint(ctx context.Context) (EnvdEndpoint, error)
 }
 
 // Endpointer is implemented by sandboxes whose ports a client on the
@@ -189,7 +191,7 @@ type Endpointer interface {
 	// declared with another protocol, is InvalidArgument. Keep-alives
 	// the provider needs while an endpoint is in use (traffic that does
 	// not count as activity) run until Close.
-	Endpoint(ctx context.Context, port types.Port) (types.Endpoint, error)
+	Endpoint(ctx context.Context, port Port) (Endpoint, error)
 }
 
 // PortDialer is implemented by sandboxes that carry a connection to one
@@ -218,7 +220,7 @@ type Forwarder interface {
 // type. What c said of those fields is discarded. Type assertions on the
 // zero values work for pointer types (a nil *T still has T's methods),
 // which is what drivers use.
-func Derive[P Provider, S Sandbox, R Process](c types.Capabilities) types.Capabilities {
+func Derive[P Provider, S Sandbox, R Process](c Capabilities) Capabilities {
 	var p P
 	var s S
 	var r R

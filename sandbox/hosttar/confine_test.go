@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // extractInto extracts the entries into a new dir beside an "outside" dir
@@ -96,7 +96,7 @@ func TestExtractLinkChains(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst, err := extractInto(t, hosttar.Options{}, tc.entries...)
-			if !errors.Is(err, types.ErrInvalidArgument) {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("extract = %v, want InvalidArgument", err)
 			}
 			assertConfined(t, dst)
@@ -188,8 +188,8 @@ func TestExtractLimits(t *testing.T) {
 	stream := io.MultiReader(bytes.NewReader(hugeHeader(t, 8<<30)), zeros{})
 	st, err := hosttar.ExtractWith(context.Background(), root, stream, hosttar.Options{MaxBytes: 1 << 20})
 	var le *hosttar.LimitError
-	if !errors.As(err, &le) || le.Max != 1<<20 || le.Entry != "huge.log" || types.ClassOf(err) != types.ResourceExhausted {
-		t.Fatalf("extract of an 8 GiB file with a 1 MiB limit = %v (class %v)", err, types.ClassOf(err))
+	if !errors.As(err, &le) || le.Max != 1<<20 || le.Entry != "huge.log" || errdefs.ClassOf(err) != errdefs.ResourceExhausted {
+		t.Fatalf("extract of an 8 GiB file with a 1 MiB limit = %v (class %v)", err, errdefs.ClassOf(err))
 	}
 	if !strings.Contains(err.Error(), "1 MiB") {
 		t.Errorf("the error does not name the limit: %v", err)

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/dirfd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Options bound and shape an extraction. The zero value has no limits and
@@ -50,7 +50,7 @@ func (e *LimitError) Error() string {
 }
 
 // Unwrap makes the class ResourceExhausted.
-func (e *LimitError) Unwrap() error { return types.ErrResourceExhausted }
+func (e *LimitError) Unwrap() error { return errdefs.ErrResourceExhausted }
 
 // FormatBytes writes a byte count for people: "1 GiB", "512 MiB", "1500 bytes".
 func FormatBytes(n int64) string {
@@ -216,7 +216,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 // writing through it.
 func (x *extractor) place(name string) (*dirfd.Dir, string, error) {
 	if name == "." {
-		return nil, "", types.Errorf(types.InvalidArgument, "tar entry %q would replace the tree's root", name)
+		return nil, "", errdefs.Errorf(errdefs.InvalidArgument, "tar entry %q would replace the tree's root", name)
 	}
 	d, err := x.root.MkdirAll(path.Dir(name), 0o755)
 	if err != nil {
@@ -226,7 +226,7 @@ func (x *extractor) place(name string) (*dirfd.Dir, string, error) {
 	if err := d.Clear(base); err != nil {
 		d.Close()
 		if errors.Is(err, dirfd.ErrIsDir) {
-			return nil, "", types.Errorf(types.AlreadyExists, "tar entry %q: a directory is in the way", name)
+			return nil, "", errdefs.Errorf(errdefs.AlreadyExists, "tar entry %q: a directory is in the way", name)
 		}
 		return nil, "", x.fsErr(name, err)
 	}
@@ -255,13 +255,13 @@ func (x *extractor) file(name string, r io.Reader, mode uint32) error {
 		err = cerr
 	}
 	if err != nil {
-		if c := types.ClassOf(err); c != types.Unknown {
+		if c := errdefs.ClassOf(err); c != errdefs.Unknown {
 			return err
 		}
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return types.Classify(types.ResourceExhausted, fmt.Errorf("writing %q: %w", name, err))
+			return errdefs.Classify(errdefs.ResourceExhausted, fmt.Errorf("writing %q: %w", name, err))
 		}
-		return types.Classify(types.Unavailable, fmt.Errorf("writing %q: %w", name, err))
+		return errdefs.Classify(errdefs.Unavailable, fmt.Errorf("writing %q: %w", name, err))
 	}
 	return nil
 }
@@ -282,7 +282,7 @@ func (x *extractor) symlink(name, target string) error {
 	x.links = append(x.links, name)
 	if why := x.escape(name); why != "" {
 		x.removeLink(name)
-		return types.Errorf(types.InvalidArgument, "symlink %q -> %q leads outside the tree through the links already extracted (%s)", name, target, why)
+		return errdefs.Errorf(errdefs.InvalidArgument, "symlink %q -> %q leads outside the tree through the links already extracted (%s)", name, target, why)
 	}
 	return nil
 }
@@ -304,7 +304,7 @@ func (x *extractor) hardlink(name, linkname string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		// A hard link to a symlink is a copy of the link that resolves
 		// from another directory: it could lead anywhere.
-		return types.Errorf(types.InvalidArgument, "hard link %q -> %q: the target is not a regular file of the tree", name, linkname)
+		return errdefs.Errorf(errdefs.InvalidArgument, "hard link %q -> %q: the target is not a regular file of the tree", name, linkname)
 	}
 	d, base, err := x.place(name)
 	if err != nil {
@@ -321,7 +321,7 @@ func (x *extractor) hardlink(name, linkname string) error {
 // archive's doing.
 func (x *extractor) fsErr(name string, err error) error {
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-		return types.Errorf(types.InvalidArgument, "tar entry %q passes through a symlink (%v)", name, err)
+		return errdefs.Errorf(errdefs.InvalidArgument, "tar entry %q passes through a symlink (%v)", name, err)
 	}
 	return classifyFS(err)
 }
@@ -351,5 +351,5 @@ func (x *extractor) recheckLinks() error {
 	for _, l := range names {
 		x.removeLink(l)
 	}
-	return types.Errorf(types.InvalidArgument, "symlinks that lead outside the tree together with the other links were removed: %v", bad)
+	return errdefs.Errorf(errdefs.InvalidArgument, "symlinks that lead outside the tree together with the other links were removed: %v", bad)
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 func TestCleanName(t *testing.T) {
@@ -29,7 +29,7 @@ func TestCleanName(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "/etc/passwd", "..", "../a", "a/../b", "a/..", `\abs`, "a\x00b"} {
-		if _, err := hosttar.CleanName(bad); !errors.Is(err, types.ErrInvalidArgument) {
+		if _, err := hosttar.CleanName(bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("CleanName(%q) = %v, want InvalidArgument", bad, err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestExtractAttacks(t *testing.T) {
 			}
 			defer root.Close()
 			err = hosttar.Extract(context.Background(), root, bytes.NewReader(tartest.Build(t, tc.entries(outside)...)))
-			if !errors.Is(err, types.ErrInvalidArgument) {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("extract = %v, want InvalidArgument", err)
 			}
 			if after := layout(t, outside); !mapsEqual(before, after) {
@@ -264,10 +264,10 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Errorf("single file entry = %+v, %v", h, err)
 	}
 	// Missing is NotFound; climbing out is refused.
-	if err := hosttar.Write(context.Background(), io.Discard, root, "nope"); !errors.Is(err, types.ErrNotFound) {
+	if err := hosttar.Write(context.Background(), io.Discard, root, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("write a missing path: %v", err)
 	}
-	if err := hosttar.Write(context.Background(), io.Discard, root, "../x"); !errors.Is(err, types.ErrInvalidArgument) {
+	if err := hosttar.Write(context.Background(), io.Discard, root, "../x"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("write ../x: %v", err)
 	}
 }
@@ -275,16 +275,16 @@ func TestWriteRoundTrip(t *testing.T) {
 func TestReadError(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want types.Class
+		want errdefs.Class
 	}{
-		{tar.ErrHeader, types.InvalidArgument},
-		{io.ErrUnexpectedEOF, types.InvalidArgument},
-		{errors.New("connection reset"), types.Unavailable},
-		{types.Errorf(types.NotFound, "gone"), types.NotFound},
-		{context.Canceled, types.Unknown},
-		{context.DeadlineExceeded, types.DeadlineExceeded},
+		{tar.ErrHeader, errdefs.InvalidArgument},
+		{io.ErrUnexpectedEOF, errdefs.InvalidArgument},
+		{errors.New("connection reset"), errdefs.Unavailable},
+		{errdefs.Errorf(errdefs.NotFound, "gone"), errdefs.NotFound},
+		{context.Canceled, errdefs.Unknown},
+		{context.DeadlineExceeded, errdefs.DeadlineExceeded},
 	} {
-		if got := types.ClassOf(hosttar.ReadError(tc.err)); got != tc.want {
+		if got := errdefs.ClassOf(hosttar.ReadError(tc.err)); got != tc.want {
 			t.Errorf("ReadError(%v) has class %v, want %v", tc.err, got, tc.want)
 		}
 	}
@@ -301,7 +301,7 @@ func TestExtractCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := hosttar.Extract(ctx, root, bytes.NewReader(tartest.Build(t, tartest.File("a", "x"))))
-	if !errors.Is(err, context.Canceled) || types.ClassOf(err) != types.Unknown {
-		t.Errorf("extract with a cancelled ctx: %v (class %v)", err, types.ClassOf(err))
+	if !errors.Is(err, context.Canceled) || errdefs.ClassOf(err) != errdefs.Unknown {
+		t.Errorf("extract with a cancelled ctx: %v (class %v)", err, errdefs.ClassOf(err))
 	}
 }

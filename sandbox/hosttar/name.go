@@ -9,7 +9,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // CleanName checks a tar entry name and returns it cleaned, relative, with
@@ -20,15 +20,15 @@ import (
 func CleanName(name string) (string, error) {
 	switch {
 	case name == "":
-		return "", types.Errorf(types.InvalidArgument, "tar entry has an empty name")
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "tar entry has an empty name")
 	case strings.ContainsRune(name, 0):
-		return "", types.Errorf(types.InvalidArgument, "tar entry name %q contains a NUL byte", name)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "tar entry name %q contains a NUL byte", name)
 	case path.IsAbs(name) || strings.HasPrefix(name, `\`):
-		return "", types.Errorf(types.InvalidArgument, "tar entry %q has an absolute name", name)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "tar entry %q has an absolute name", name)
 	}
 	for el := range strings.SplitSeq(name, "/") {
 		if el == ".." {
-			return "", types.Errorf(types.InvalidArgument, "tar entry %q has a \"..\" element", name)
+			return "", errdefs.Errorf(errdefs.InvalidArgument, "tar entry %q has a \"..\" element", name)
 		}
 	}
 	return path.Clean(name), nil
@@ -39,10 +39,10 @@ func CleanName(name string) (string, error) {
 // the link's directory, never climbs above the tree's root.
 func CheckSymlink(name, target string) error {
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) {
-		return types.Errorf(types.InvalidArgument, "symlink %q -> %q: the target must be a relative path inside the tree", name, target)
+		return errdefs.Errorf(errdefs.InvalidArgument, "symlink %q -> %q: the target must be a relative path inside the tree", name, target)
 	}
 	if !Local(path.Join(path.Dir(name), target)) {
-		return types.Errorf(types.InvalidArgument, "symlink %q -> %q points outside the tree", name, target)
+		return errdefs.Errorf(errdefs.InvalidArgument, "symlink %q -> %q points outside the tree", name, target)
 	}
 	return nil
 }
@@ -72,12 +72,12 @@ func ReadError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, context.Canceled), types.ClassOf(err) != types.Unknown:
+	case errors.Is(err, context.Canceled), errdefs.ClassOf(err) != errdefs.Unknown:
 		return err
 	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong),
 		errors.Is(err, tar.ErrInsecurePath), errors.Is(err, io.ErrUnexpectedEOF):
-		return types.Classify(types.InvalidArgument, fmt.Errorf("reading tar: %w", err))
+		return errdefs.Classify(errdefs.InvalidArgument, fmt.Errorf("reading tar: %w", err))
 	default:
-		return types.Classify(types.Unavailable, fmt.Errorf("reading tar: %w", err))
+		return errdefs.Classify(errdefs.Unavailable, fmt.Errorf("reading tar: %w", err))
 	}
 }

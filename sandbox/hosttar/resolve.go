@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxLinkHops is how many symlinks a resolution follows, as the kernel's 40.
@@ -83,17 +83,17 @@ func classifyFS(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case types.ClassOf(err) != types.Unknown:
+	case errdefs.ClassOf(err) != errdefs.Unknown:
 		return err
 	case errors.Is(err, fs.ErrNotExist):
-		return types.Classify(types.NotFound, err)
+		return errdefs.Classify(errdefs.NotFound, err)
 	case errors.Is(err, fs.ErrExist):
-		return types.Classify(types.AlreadyExists, err)
+		return errdefs.Classify(errdefs.AlreadyExists, err)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return types.Classify(types.ResourceExhausted, err)
+		return errdefs.Classify(errdefs.ResourceExhausted, err)
 	default:
 		// Escapes from the root, permission errors and type mismatches are
 		// all the caller's archive or path being wrong.
-		return types.Classify(types.InvalidArgument, err)
+		return errdefs.Classify(errdefs.InvalidArgument, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Write writes the tree at name in root to w as a tar stream and closes the
@@ -22,7 +22,7 @@ import (
 func Write(ctx context.Context, w io.Writer, root *os.Root, name string) error {
 	name = path.Clean(strings.TrimPrefix(name, "/"))
 	if name == "" || !Local(name) {
-		return types.Errorf(types.InvalidArgument, "path %q is not inside the tree", name)
+		return errdefs.Errorf(errdefs.InvalidArgument, "path %q is not inside the tree", name)
 	}
 	fi, err := root.Lstat(name)
 	if err != nil {
@@ -99,7 +99,7 @@ func writeEntry(tw *tar.Writer, root *os.Root, p, rel string, fi fs.FileInfo) er
 	// that promise, and one that grew is cut at the size it had.
 	if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
 		if errors.Is(err, io.EOF) {
-			return types.Errorf(types.Unavailable, "%q shrank while it was being archived", rel)
+			return errdefs.Errorf(errdefs.Unavailable, "%q shrank while it was being archived", rel)
 		}
 		return err
 	}

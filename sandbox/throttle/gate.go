@@ -138,7 +138,7 @@ func (g *Gate) createOnce(ctx context.Context, p *sandbox.Provider, spec sandbox
 }
 
 // backoff is the provider's advised wait when its error carries one
-// (types.Error.RetryAfter), else the jittered exponential backoff.
+// (errdefs.Error.RetryAfter), else the jittered exponential backoff.
 func (g *Gate) backoff(n int, err error) time.Duration {
 	if d := sandbox.RetryAfterOf(err); d > 0 {
 		return d

@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // failing is a driver whose every Create fails with err, counting them.
@@ -19,13 +19,13 @@ type failing struct {
 	creates         atomic.Int32
 }
 
-func (f *failing) Create(context.Context, types.Spec) (driver.Sandbox, error) {
+func (f *failing) Create(context.Context, driver.Spec) (driver.Sandbox, error) {
 	f.creates.Add(1)
 	return nil, f.err
 }
 
-func (f *failing) Capabilities() types.Capabilities {
-	return types.Capabilities{Networks: []types.NetworkMode{types.NetworkNone}}
+func (f *failing) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Networks: []driver.NetworkMode{driver.NetworkNone}}
 }
 
 func (f *failing) Close() error { return nil }
@@ -70,7 +70,7 @@ func TestGateRetriesOnClassOnly(t *testing.T) {
 // retryable class is not retried.
 func TestGateHonoursErrorFields(t *testing.T) {
 	advised := 150 * time.Millisecond
-	d := &failing{err: types.WithRetryAfter(sandbox.Errorf(sandbox.ResourceExhausted, "slow down"), advised)}
+	d := &failing{err: errdefs.WithRetryAfter(sandbox.Errorf(sandbox.ResourceExhausted, "slow down"), advised)}
 	p := sandbox.NewProvider("failing", d)
 	g := New(Limits{Retries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	defer g.Close()
@@ -82,7 +82,7 @@ func TestGateHonoursErrorFields(t *testing.T) {
 		t.Errorf("%d creates in %v; want 2, the second after the advised %v", d.creates.Load(), took, advised)
 	}
 
-	d = &failing{err: types.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))}
+	d = &failing{err: errdefs.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))}
 	p = sandbox.NewProvider("failing", d)
 	if _, _, err := g.Create(context.Background(), p, sandbox.Spec{Image: "x"}); !errors.Is(err, sandbox.ErrResourceExhausted) {
 		t.Fatalf("permanent: %v", err)

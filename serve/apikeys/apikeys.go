@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Bounds on a key file.
@@ -60,7 +60,7 @@ func New(keys ...string) (*Keyring, error) {
 		kr.keys = append(kr.keys, key{secret: []byte(k), id: ID(k)})
 	}
 	if len(kr.keys) == 0 {
-		return nil, types.Errorf(types.InvalidArgument, "no API key given")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "no API key given")
 	}
 	return kr, nil
 }
@@ -68,11 +68,11 @@ func New(keys ...string) (*Keyring, error) {
 func checkKey(k string) error {
 	switch {
 	case len(k) < MinKeyLen:
-		return types.Errorf(types.InvalidArgument, "an API key must be at least %d characters", MinKeyLen)
+		return errdefs.Errorf(errdefs.InvalidArgument, "an API key must be at least %d characters", MinKeyLen)
 	case len(k) > MaxKeyLen:
-		return types.Errorf(types.InvalidArgument, "an API key must be at most %d characters", MaxKeyLen)
+		return errdefs.Errorf(errdefs.InvalidArgument, "an API key must be at most %d characters", MaxKeyLen)
 	case strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return types.Errorf(types.InvalidArgument, "an API key must not contain spaces or control characters")
+		return errdefs.Errorf(errdefs.InvalidArgument, "an API key must not contain spaces or control characters")
 	}
 	return nil
 }
@@ -116,27 +116,27 @@ func Load(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, types.Errorf(types.NotFound, "API key file %s: %w", path, err)
+			return nil, errdefs.Errorf(errdefs.NotFound, "API key file %s: %w", path, err)
 		}
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s is not a regular file", path)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s is not a regular file", path)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s has mode %04o: others may read it; run chmod 600 %s", path, perm, path)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s has mode %04o: others may read it; run chmod 600 %s", path, perm, path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	if len(data) > maxFileSize {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s is over %d bytes", path, maxFileSize)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s is over %d bytes", path, maxFileSize)
 	}
 	var keys []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -151,12 +151,12 @@ func Load(path string) (*Keyring, error) {
 			return nil, fmt.Errorf("API key file %s, line %d: %w", path, line, err)
 		}
 		if len(keys) == MaxKeys {
-			return nil, types.Errorf(types.InvalidArgument, "API key file %s has more than %d keys", path, MaxKeys)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s has more than %d keys", path, MaxKeys)
 		}
 		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s holds no key", path)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s holds no key", path)
 	}
 	return New(keys...)
 }
@@ -174,11 +174,11 @@ func Generate() string {
 // starting together do not overwrite each other's key.
 func LoadOrCreate(path string, announce io.Writer) (*Keyring, error) {
 	kr, err := Load(path)
-	if !errors.Is(err, types.ErrNotFound) {
+	if !errors.Is(err, errdefs.ErrNotFound) {
 		return kr, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	k := Generate()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -186,16 +186,16 @@ func LoadOrCreate(path string, announce io.Writer) (*Keyring, error) {
 		if errors.Is(err, fs.ErrExist) {
 			return Load(path) // another process won the race
 		}
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	if _, err := fmt.Fprintln(f, k); err != nil {
 		f.Close()
 		_ = os.Remove(path)
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		_ = os.Remove(path)
-		return nil, types.Errorf(types.InvalidArgument, "API key file %s: %w", path, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "API key file %s: %w", path, err)
 	}
 	fmt.Fprintf(announce, "berth serve: created the API key file %s with a new key.\n"+
 		"This is the only time it is shown; clients send it as X-API-KEY (E2B_API_KEY):\n\n    %s\n\n", path, k)

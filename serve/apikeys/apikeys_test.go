@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestLoadOrCreateGeneratesOnceAndPrintsOnce(t *testing.T) {
@@ -90,14 +90,14 @@ func TestLoad(t *testing.T) {
 		"spaces in key":  {"alpha key 0123456789\n", 0o600, "spaces"},
 	} {
 		_, err := Load(write(name, tc.body, tc.mode))
-		if !errors.Is(err, types.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s: %v, want InvalidArgument mentioning %q", name, err, tc.want)
 		}
 		if strings.Contains(err.Error(), "alpha") || strings.Contains(err.Error(), "short\n") {
 			t.Fatalf("%s: the error echoes the file's content: %v", name, err)
 		}
 	}
-	if _, err := Load(filepath.Join(dir, "missing")); !errors.Is(err, types.ErrNotFound) {
+	if _, err := Load(filepath.Join(dir, "missing")); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("missing file: %v", err)
 	}
 }

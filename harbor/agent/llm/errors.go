@@ -13,7 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // maxErrorText bounds the part of an endpoint's reply kept in an error.
@@ -39,7 +39,7 @@ func (c *Client) classify(ctx context.Context, err error, attempts int) error {
 			return ctx.Err()
 		}
 		// No reply at all: the connection failed or an attempt timed out.
-		return types.Errorf(types.Unavailable, "model endpoint unreachable after %d attempts: %s", attempts, c.redact(transportText(err)))
+		return errdefs.Errorf(errdefs.Unavailable, "model endpoint unreachable after %d attempts: %s", attempts, c.redact(transportText(err)))
 	}
 	msg := apiErr.Message
 	if msg == "" && apiErr.Response != nil && apiErr.Response.Body != nil {
@@ -53,15 +53,15 @@ func (c *Client) classify(ctx context.Context, err error, attempts int) error {
 	lower := strings.ToLower(apiErr.Code + " " + msg)
 	switch s := apiErr.StatusCode; {
 	case s == http.StatusTooManyRequests:
-		return types.Errorf(types.ResourceExhausted, "%s", text)
+		return errdefs.Errorf(errdefs.ResourceExhausted, "%s", text)
 	case s >= 500:
-		return types.Errorf(types.Unavailable, "%s", text)
+		return errdefs.Errorf(errdefs.Unavailable, "%s", text)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return types.Errorf(types.Unauthenticated, "%s", text)
+		return errdefs.Errorf(errdefs.Unauthenticated, "%s", text)
 	case (s == http.StatusBadRequest || s == http.StatusRequestEntityTooLarge || s == http.StatusUnprocessableEntity) && containsAny(lower, contextTexts):
-		return &types.Error{Class: types.InvalidArgument, Err: fmt.Errorf("%w: %s", ErrContextLength, text)}
+		return &errdefs.Error{Class: errdefs.InvalidArgument, Err: fmt.Errorf("%w: %s", ErrContextLength, text)}
 	}
-	return types.Errorf(types.InvalidArgument, "%s", text)
+	return errdefs.Errorf(errdefs.InvalidArgument, "%s", text)
 }
 
 // replyText is the message of an error reply in the shapes engines use.

@@ -15,7 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 
 	"github.com/berth-sh/berth/internal/httpserve"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // ErrContextLength is a prompt the endpoint refused as longer than the
@@ -54,10 +54,10 @@ type Client struct {
 func New(o Options) (*Client, error) {
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, types.Errorf(types.InvalidArgument, "model endpoint %q is not an http(s) URL", redactURL(o.BaseURL))
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "model endpoint %q is not an http(s) URL", redactURL(o.BaseURL))
 	}
 	if u.User != nil {
-		return nil, types.Errorf(types.InvalidArgument, "model endpoint URL holds a credential; give the key through a file or the environment instead")
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "model endpoint URL holds a credential; give the key through a file or the environment instead")
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = 4
@@ -138,7 +138,7 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Reply, error) {
 		case "assistant":
 			msgs = append(msgs, openai.AssistantMessage(m.Content))
 		default:
-			return nil, types.Errorf(types.InvalidArgument, "message role %q", m.Role)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "message role %q", m.Role)
 		}
 	}
 	p := openai.ChatCompletionNewParams{Model: c.o.Model, Messages: msgs}
@@ -161,7 +161,7 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Reply, error) {
 		return nil, c.classify(ctx, err, n)
 	}
 	if len(resp.Choices) == 0 {
-		return nil, types.Errorf(types.Unavailable, "model endpoint: a reply without choices")
+		return nil, errdefs.Errorf(errdefs.Unavailable, "model endpoint: a reply without choices")
 	}
 	ch := resp.Choices[0]
 	rep := &Reply{Content: ch.Message.Content, FinishReason: ch.FinishReason, Attempts: n,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 const secret = "sk-SECRET-llm-4f1c"
@@ -113,17 +113,17 @@ func TestFailuresAreClassed(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		rep     reply
-		class   types.Class
+		class   errdefs.Class
 		context bool
 		calls   int
 	}{
-		{"throttled to the end", reply{status: 429, body: `{"error":{"message":"rate limit"}}`, header: map[string]string{"Retry-After": "0"}}, types.ResourceExhausted, false, 5},
-		{"server error to the end", reply{status: 503, body: `upstream down`}, types.Unavailable, false, 5},
-		{"bad key", reply{status: 401, body: `{"error":{"message":"invalid key ` + secret + `"}}`}, types.Unauthenticated, false, 1},
-		{"vllm context", reply{status: 400, body: `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","code":400}`}, types.InvalidArgument, true, 1},
-		{"sglang context", reply{status: 400, body: `{"object":"error","message":"The input (5000 tokens) is longer than the model's context length (4096 tokens).","code":400}`}, types.InvalidArgument, true, 1},
-		{"openai context", reply{status: 400, body: `{"error":{"message":"too long","code":"context_length_exceeded"}}`}, types.InvalidArgument, true, 1},
-		{"other refusal", reply{status: 400, body: `{"error":{"message":"messages must alternate"}}`}, types.InvalidArgument, false, 1},
+		{"throttled to the end", reply{status: 429, body: `{"error":{"message":"rate limit"}}`, header: map[string]string{"Retry-After": "0"}}, errdefs.ResourceExhausted, false, 5},
+		{"server error to the end", reply{status: 503, body: `upstream down`}, errdefs.Unavailable, false, 5},
+		{"bad key", reply{status: 401, body: `{"error":{"message":"invalid key ` + secret + `"}}`}, errdefs.Unauthenticated, false, 1},
+		{"vllm context", reply{status: 400, body: `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","code":400}`}, errdefs.InvalidArgument, true, 1},
+		{"sglang context", reply{status: 400, body: `{"object":"error","message":"The input (5000 tokens) is longer than the model's context length (4096 tokens).","code":400}`}, errdefs.InvalidArgument, true, 1},
+		{"openai context", reply{status: 400, body: `{"error":{"message":"too long","code":"context_length_exceeded"}}`}, errdefs.InvalidArgument, true, 1},
+		{"other refusal", reply{status: 400, body: `{"error":{"message":"messages must alternate"}}`}, errdefs.InvalidArgument, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &endpoint{replies: []reply{tc.rep}}
@@ -132,7 +132,7 @@ func TestFailuresAreClassed(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := types.ClassOf(err); got != tc.class {
+			if got := errdefs.ClassOf(err); got != tc.class {
 				t.Fatalf("class %v, want %v: %v", got, tc.class, err)
 			}
 			if errors.Is(err, ErrContextLength) != tc.context {
@@ -159,7 +159,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Chat(t.Context(), Request{Messages: []Message{{Role: "user", Content: "u"}}})
-	if types.ClassOf(err) != types.Unavailable || strings.Contains(err.Error(), url) {
+	if errdefs.ClassOf(err) != errdefs.Unavailable || strings.Contains(err.Error(), url) {
 		t.Fatalf("unreachable: %v", err)
 	}
 }
@@ -167,7 +167,7 @@ func TestUnreachable(t *testing.T) {
 func TestRefusedEndpoints(t *testing.T) {
 	for _, u := range []string{"ftp://x", "not a url", "https://user:" + secret + "@api.example/v1"} {
 		_, err := New(Options{BaseURL: u})
-		if types.ClassOf(err) != types.InvalidArgument || strings.Contains(err.Error(), secret) {
+		if errdefs.ClassOf(err) != errdefs.InvalidArgument || strings.Contains(err.Error(), secret) {
 			t.Fatalf("%q: %v", u, err)
 		}
 	}

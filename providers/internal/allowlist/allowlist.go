@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // hostname is a DNS name, optionally with the wildcard prefix "*." that
@@ -22,7 +22,7 @@ func Split(provider string, entries []string) (cidrs, domains []string, err erro
 		switch {
 		case strings.Contains(a, "/"):
 			if _, _, err := net.ParseCIDR(a); err != nil {
-				return nil, nil, types.Errorf(types.InvalidArgument, "%s: network allowlist entry %q is not a CIDR", provider, a)
+				return nil, nil, errdefs.Errorf(errdefs.InvalidArgument, "%s: network allowlist entry %q is not a CIDR", provider, a)
 			}
 			cidrs = append(cidrs, a)
 		case net.ParseIP(a) != nil:
@@ -34,7 +34,7 @@ func Split(provider string, entries []string) (cidrs, domains []string, err erro
 		case len(a) <= 253 && hostname.MatchString(a):
 			domains = append(domains, strings.ToLower(a))
 		default:
-			return nil, nil, types.Errorf(types.InvalidArgument, "%s: network allowlist entry %q is neither a domain name nor a CIDR", provider, a)
+			return nil, nil, errdefs.Errorf(errdefs.InvalidArgument, "%s: network allowlist entry %q is neither a domain name nor a CIDR", provider, a)
 		}
 	}
 	return cidrs, domains, nil

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 func TestSplit(t *testing.T) {
@@ -17,7 +17,7 @@ func TestSplit(t *testing.T) {
 		t.Fatalf("cidrs %v domains %v", cidrs, domains)
 	}
 	for _, bad := range []string{"10.0.0.0/33", "exa mple.com", "a,b", "", "-a.com", "a\nRUN x", "*.*.com"} {
-		if _, _, err := Split("p", []string{bad}); types.ClassOf(err) != types.InvalidArgument {
+		if _, _, err := Split("p", []string{bad}); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("%q: %v, want InvalidArgument", bad, err)
 		}
 	}

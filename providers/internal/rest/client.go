@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Defaults of Options.
@@ -137,7 +137,7 @@ func New(o Options) (*Client, error) {
 func (c *Client) AllowOrigin(base string) error {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return types.Errorf(types.InvalidArgument, "%s: %s is not an http(s) URL with a host", c.o.Name, c.Redact(base))
+		return errdefs.Errorf(errdefs.InvalidArgument, "%s: %s is not an http(s) URL with a host", c.o.Name, c.Redact(base))
 	}
 	c.mu.Lock()
 	c.origins[origin(u)] = true
@@ -188,10 +188,10 @@ func origin(u *url.URL) string {
 // request's headers (a key, a token) would follow it there.
 func SameOrigin(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return types.Errorf(types.Unavailable, "stopped after 10 redirects")
+		return errdefs.Errorf(errdefs.Unavailable, "stopped after 10 redirects")
 	}
 	if origin(req.URL) != origin(via[0].URL) {
-		return types.Errorf(types.InvalidArgument, "refusing a redirect from %s to another origin (%s): the credential would go with it",
+		return errdefs.Errorf(errdefs.InvalidArgument, "refusing a redirect from %s to another origin (%s): the credential would go with it",
 			via[0].URL.Host, req.URL.Host)
 	}
 	return nil
@@ -250,7 +250,7 @@ func (c *Client) Send(ctx context.Context, cl Call) (*http.Response, error) {
 	if cl.JSON != nil {
 		var err error
 		if payload, err = json.Marshal(cl.JSON); err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "%s: encoding %s %s: %w", c.o.Name, cl.Method, pathOf(cl.URL), err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s: encoding %s %s: %w", c.o.Name, cl.Method, pathOf(cl.URL), err)
 		}
 	}
 	target := cl.URL
@@ -265,14 +265,14 @@ func (c *Client) Send(ctx context.Context, cl Call) (*http.Response, error) {
 		if !c.retry(cl, attempt, err) || ctx.Err() != nil {
 			return nil, err
 		}
-		wait := types.RetryAfterOf(err)
+		wait := errdefs.RetryAfterOf(err)
 		if wait <= 0 {
 			wait = min(c.o.BackoffBase<<min(attempt, 20), c.o.BackoffMax)
 		}
 		if wait > c.o.MaxRetryWait {
 			return nil, fmt.Errorf("%w (the advised wait %v is over %v)", err, wait, c.o.MaxRetryWait)
 		}
-		c.o.Logger.Debug(c.o.Name+": retrying", "method", cl.Method, "path", pathOf(cl.URL), "class", types.ClassOf(err), "wait", wait)
+		c.o.Logger.Debug(c.o.Name+": retrying", "method", cl.Method, "path", pathOf(cl.URL), "class", errdefs.ClassOf(err), "wait", wait)
 		if serr := c.o.Sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("%w (while waiting %v to retry: %w)", err, wait, serr)
 		}
@@ -280,10 +280,10 @@ func (c *Client) Send(ctx context.Context, cl Call) (*http.Response, error) {
 }
 
 func (c *Client) retry(cl Call, attempt int, err error) bool {
-	if cl.Once || cl.NoRetry || attempt >= c.o.Retries || !types.Retryable(err) {
+	if cl.Once || cl.NoRetry || attempt >= c.o.Retries || !errdefs.Retryable(err) {
 		return false
 	}
-	return types.ClassOf(err) != types.Unavailable || idempotent(cl.Method)
+	return errdefs.ClassOf(err) != errdefs.Unavailable || idempotent(cl.Method)
 }
 
 func (c *Client) once(ctx context.Context, cl Call, target string, payload []byte) (*http.Response, error) {
@@ -300,7 +300,7 @@ func (c *Client) once(ctx context.Context, cl Call, target string, payload []byt
 	path := pathOf(cl.URL)
 	req, err := http.NewRequestWithContext(ctx, cl.Method, target, body)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "%s API: %s %s: %s", c.o.Name, cl.Method, path, c.Redact(err.Error()))
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s API: %s %s: %s", c.o.Name, cl.Method, path, c.Redact(err.Error()))
 	}
 	for k, vs := range cl.Header {
 		req.Header[k] = vs
@@ -322,10 +322,10 @@ func (c *Client) once(ctx context.Context, cl Call, target string, payload []byt
 			return nil, fmt.Errorf("%s API: %s %s: %w", c.o.Name, cl.Method, path, context.Cause(ctx))
 		}
 		cause := c.Scrub(err)
-		if types.ClassOf(err) != types.Unknown { // a refused redirect
+		if errdefs.ClassOf(err) != errdefs.Unknown { // a refused redirect
 			return nil, fmt.Errorf("%s API: %s %s: %w", c.o.Name, cl.Method, path, cause)
 		}
-		return nil, types.Errorf(types.Unavailable, "%s API: %s %s: %w", c.o.Name, cl.Method, path, cause)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "%s API: %s %s: %w", c.o.Name, cl.Method, path, cause)
 	}
 	c.o.Logger.Debug(c.o.Name+" request", "method", cl.Method, "path", path, "status", resp.StatusCode, "duration", time.Since(start))
 	if resp.StatusCode/100 == 2 {
@@ -350,12 +350,12 @@ func (c *Client) errorOf(resp *http.Response, method, path string) error {
 	}
 	wait, throttler := retryAfter(resp.Header, time.Now())
 	ae.Throttler = throttler
-	err := types.HTTPError(resp.StatusCode, nil, ae).(*types.Error)
+	err := errdefs.HTTPError(resp.StatusCode, nil, ae).(*errdefs.Error)
 	err.RetryAfter = wait
 	if ae.Code == http.StatusNotFound {
 		// A server that says "not found" in its body on a route whose
 		// status says something else (E2B does) is believed.
-		err.Class = types.NotFound
+		err.Class = errdefs.NotFound
 	}
 	return err
 }
@@ -371,7 +371,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, string) {
 		if !ok || len(vs) == 0 || (name != "" && name[0] != '-') {
 			continue
 		}
-		if d := types.ParseRetryAfter(vs[0], now); d > wait {
+		if d := errdefs.ParseRetryAfter(vs[0], now); d > wait {
 			wait, throttler = d, strings.ToLower(strings.TrimPrefix(name, "-"))
 		}
 	}
@@ -391,7 +391,7 @@ func (c *Client) Do(ctx context.Context, cl Call, out any) (http.Header, error) 
 		return resp.Header, nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, c.o.MaxBody)).Decode(out); err != nil {
-		return resp.Header, types.Errorf(types.Unavailable, "%s API: %s %s: decoding the answer: %w", c.o.Name, cl.Method, pathOf(cl.URL), c.Scrub(err))
+		return resp.Header, errdefs.Errorf(errdefs.Unavailable, "%s API: %s %s: decoding the answer: %w", c.o.Name, cl.Method, pathOf(cl.URL), c.Scrub(err))
 	}
 	return resp.Header, nil
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 const secret = "rest-SECRET-0123456789"
@@ -76,18 +76,18 @@ func TestRetryDecidedOnClass(t *testing.T) {
 		call     func(*Call)
 		calls    int
 		waits    []time.Duration
-		class    types.Class
+		class    errdefs.Class
 	}{
 		{name: "throttle waits the advice", method: "POST", statuses: []int{429}, header: http.Header{"Retry-After": {"2"}}, calls: 2, waits: []time.Duration{2 * time.Second}},
 		{name: "daytona throttler header", method: "GET", statuses: []int{429}, header: http.Header{"Retry-After-Sandbox-Create": {"0.5"}}, calls: 2, waits: []time.Duration{500 * time.Millisecond}},
 		{name: "outage on GET backs off", method: "GET", statuses: []int{503, 502}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}},
-		{name: "outage on POST is not resent", method: "POST", statuses: []int{503}, calls: 1, class: types.Unavailable},
-		{name: "gateway timeout is not retried", method: "GET", statuses: []int{504}, calls: 1, class: types.DeadlineExceeded},
-		{name: "unclassified 500 is not retried", method: "GET", statuses: []int{500}, calls: 1, class: types.Unknown},
-		{name: "refused is not retried", method: "GET", statuses: []int{400}, calls: 1, class: types.InvalidArgument},
-		{name: "retries are bounded", method: "GET", statuses: []int{429, 429, 429, 429}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}, class: types.ResourceExhausted},
-		{name: "NoRetry hands the throttle back", method: "POST", statuses: []int{429}, header: http.Header{"Retry-After": {"3"}}, call: func(c *Call) { c.NoRetry = true }, calls: 1, class: types.ResourceExhausted},
-		{name: "Once is sent once", method: "POST", statuses: []int{429}, call: func(c *Call) { c.Once = true }, calls: 1, class: types.ResourceExhausted},
+		{name: "outage on POST is not resent", method: "POST", statuses: []int{503}, calls: 1, class: errdefs.Unavailable},
+		{name: "gateway timeout is not retried", method: "GET", statuses: []int{504}, calls: 1, class: errdefs.DeadlineExceeded},
+		{name: "unclassified 500 is not retried", method: "GET", statuses: []int{500}, calls: 1, class: errdefs.Unknown},
+		{name: "refused is not retried", method: "GET", statuses: []int{400}, calls: 1, class: errdefs.InvalidArgument},
+		{name: "retries are bounded", method: "GET", statuses: []int{429, 429, 429, 429}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}, class: errdefs.ResourceExhausted},
+		{name: "NoRetry hands the throttle back", method: "POST", statuses: []int{429}, header: http.Header{"Retry-After": {"3"}}, call: func(c *Call) { c.NoRetry = true }, calls: 1, class: errdefs.ResourceExhausted},
+		{name: "Once is sent once", method: "POST", statuses: []int{429}, call: func(c *Call) { c.Once = true }, calls: 1, class: errdefs.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &script{statuses: tc.statuses, header: tc.header}
@@ -104,18 +104,18 @@ func TestRetryDecidedOnClass(t *testing.T) {
 			if s.calls != tc.calls || fmt.Sprint(waits) != fmt.Sprint(tc.waits) {
 				t.Errorf("%d calls, waits %v; want %d, %v", s.calls, waits, tc.calls, tc.waits)
 			}
-			if tc.class == types.Unknown && len(tc.statuses) < tc.calls {
+			if tc.class == errdefs.Unknown && len(tc.statuses) < tc.calls {
 				if err != nil {
 					t.Errorf("err = %v, want success", err)
 				}
-			} else if types.ClassOf(err) != tc.class || err == nil {
-				t.Errorf("err = %v (class %v), want class %v", err, types.ClassOf(err), tc.class)
+			} else if errdefs.ClassOf(err) != tc.class || err == nil {
+				t.Errorf("err = %v (class %v), want class %v", err, errdefs.ClassOf(err), tc.class)
 			}
 			if err != nil && strings.Contains(err.Error(), secret) {
 				t.Errorf("the error quotes the secret: %v", err)
 			}
-			if tc.name == "NoRetry hands the throttle back" && types.RetryAfterOf(err) != 3*time.Second {
-				t.Errorf("the advised wait is not on the error: %v", types.RetryAfterOf(err))
+			if tc.name == "NoRetry hands the throttle back" && errdefs.RetryAfterOf(err) != 3*time.Second {
+				t.Errorf("the advised wait is not on the error: %v", errdefs.RetryAfterOf(err))
 			}
 		})
 	}
@@ -150,8 +150,8 @@ func TestCredentialOnlyToAllowedOrigins(t *testing.T) {
 		t.Errorf("same-origin redirect lost the key: %q", home.auth)
 	}
 	_, err := c.Do(ctx, Call{Method: "GET", URL: homeSrv.URL + "/away"}, nil)
-	if types.ClassOf(err) != types.InvalidArgument || other.calls != 0 {
-		t.Errorf("redirect away: %v (class %v), other origin called %d times", err, types.ClassOf(err), other.calls)
+	if errdefs.ClassOf(err) != errdefs.InvalidArgument || other.calls != 0 {
+		t.Errorf("redirect away: %v (class %v), other origin called %d times", err, errdefs.ClassOf(err), other.calls)
 	}
 	// Straight to an origin never allowed: sent, without the key.
 	if _, err := c.Do(ctx, Call{Method: "GET", URL: otherSrv.URL + "/x"}, nil); err != nil {
@@ -183,12 +183,12 @@ func TestBodiesAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out map[string]any
-	if _, err := c.Do(context.Background(), Call{Method: "GET", URL: srv.URL + "/ok"}, &out); types.ClassOf(err) != types.Unavailable {
+	if _, err := c.Do(context.Background(), Call{Method: "GET", URL: srv.URL + "/ok"}, &out); errdefs.ClassOf(err) != errdefs.Unavailable {
 		t.Errorf("a 1 MiB answer with a 1 KiB bound: %v", err)
 	}
 	_, err = c.Do(context.Background(), Call{Method: "GET", URL: srv.URL + "/err"}, nil)
-	if types.ClassOf(err) != types.InvalidArgument || len(err.Error()) > maxMessage+200 {
-		t.Errorf("error answer: class %v, %d bytes of text", types.ClassOf(err), len(err.Error()))
+	if errdefs.ClassOf(err) != errdefs.InvalidArgument || len(err.Error()) > maxMessage+200 {
+		t.Errorf("error answer: class %v, %d bytes of text", errdefs.ClassOf(err), len(err.Error()))
 	}
 }
 

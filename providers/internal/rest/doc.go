@@ -10,8 +10,8 @@
 // origin the driver named (its API and, for Daytona, the toolbox proxy).
 // A redirect to any other origin is refused outright.
 //
-// Errors are *types.Error values: the class comes from the one HTTP
-// mapping of package sandbox/types (types.ClassOfHTTPStatus), with
+// Errors are *errdefs.Error values: the class comes from the one HTTP
+// mapping of package sandbox/errdefs (errdefs.ClassOfHTTPStatus), with
 // RetryAfter from the answer's Retry-After (or, Daytona's way, the longest
 // Retry-After-<throttler>) and Permanent for 507; the cause is an
 // *APIError with the status, the route and the server's message, redacted

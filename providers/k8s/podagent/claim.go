@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // A warm pod (agent-sandbox mode) starts before anyone has asked for it,
@@ -168,12 +168,12 @@ func PostClaim(ctx context.Context, hc *http.Client, base, poolToken string, c C
 	req.Header.Set(envd.AccessTokenHeader, poolToken)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return types.Errorf(types.Unavailable, "claim: %w", err)
+		return errdefs.Errorf(errdefs.Unavailable, "claim: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	return types.Errorf(types.ClassOfHTTPStatus(resp.StatusCode), "claim: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	return errdefs.Errorf(errdefs.ClassOfHTTPStatus(resp.StatusCode), "claim: %s: %s", resp.Status, bytes.TrimSpace(msg))
 }

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // startAgent runs Main on a loopback port, with the environment t set,
@@ -38,7 +39,7 @@ func startAgent(t *testing.T) string {
 func shOut(ctx context.Context, t *testing.T, c *envd.Client, script string) string {
 	t.Helper()
 	var out strings.Builder
-	p, err := c.Exec(ctx, types.Command{Args: []string{"sh", "-c", script}, Stdout: &out})
+	p, err := c.Exec(ctx, driver.Command{Args: []string{"sh", "-c", script}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +61,11 @@ func TestMainAuth(t *testing.T) {
 	if err := anon.Health(cctx); err != nil {
 		t.Fatalf("health without a token: %v", err)
 	}
-	if _, err := anon.Stat(cctx, "/"); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := anon.Stat(cctx, "/"); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("stat without a token: %v", err)
 	}
 	wrong, _ := envd.NewClient(base, hc, envd.WithAccessToken(TokenHash("tok")))
-	if _, err := wrong.Stat(cctx, "/"); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := wrong.Stat(cctx, "/"); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("stat with the hash as the token: %v", err)
 	}
 	c, _ := envd.NewClient(base, hc, envd.WithAccessToken("tok"))
@@ -95,21 +96,21 @@ func TestPooledAgent(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "work")
 	claim := Claim{TokenSHA256: TokenHash("sandbox"), Dir: dir, Env: map[string]string{"FROM_CLAIM": "yes"}}
-	if err := PostClaim(cctx, hc, base, "not-the-pool", claim); types.ClassOf(err) != types.Unauthenticated {
+	if err := PostClaim(cctx, hc, base, "not-the-pool", claim); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("a claim without the pool's token: %v", err)
 	}
 	bad := claim
 	bad.Env = map[string]string{"A=B": "x"}
-	if err := PostClaim(cctx, hc, base, "pool", bad); types.ClassOf(err) != types.InvalidArgument {
+	if err := PostClaim(cctx, hc, base, "pool", bad); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a claim with a bad variable name: %v", err)
 	}
 	if err := PostClaim(cctx, hc, base, "pool", claim); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if err := PostClaim(cctx, hc, base, "pool", Claim{TokenSHA256: TokenHash("thief")}); types.ClassOf(err) != types.Unauthenticated {
+	if err := PostClaim(cctx, hc, base, "pool", Claim{TokenSHA256: TokenHash("thief")}); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("a second claim with the pool's token: %v", err)
 	}
-	if _, err := pooled.Stat(cctx, "/"); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := pooled.Stat(cctx, "/"); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("the pool's token after the claim: %v", err)
 	}
 	c, _ := envd.NewClient(base, hc, envd.WithAccessToken("sandbox"))

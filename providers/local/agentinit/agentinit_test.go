@@ -16,7 +16,8 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/tartest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Main serves envd on the inherited socket with the token from the config
@@ -51,13 +52,13 @@ func TestMainServesUntilDeadline(t *testing.T) {
 	hc := envd.UnixHTTPClient(sock)
 	defer hc.CloseIdleConnections()
 	anon, _ := envd.NewClient(envd.UnixBaseURL, hc)
-	if _, err := anon.Stat(ctx, "/"); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := anon.Stat(ctx, "/"); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("call without the token: %v", err)
 	}
 	c, _ := envd.NewClient(envd.UnixBaseURL, hc, envd.WithAccessToken("tok-123"))
 	defer c.Close()
 	var out bytes.Buffer
-	p, err := c.Exec(ctx, types.Command{Args: []string{"pwd"}, Stdout: &out})
+	p, err := c.Exec(ctx, driver.Command{Args: []string{"pwd"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestMainServesUntilDeadline(t *testing.T) {
 		t.Errorf("uploaded file: %q %v", b, err)
 	}
 	trees.Token = ""
-	if _, err := trees.Download(ctx, dir); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := trees.Download(ctx, dir); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("download without the token: %v", err)
 	}
 	select {
@@ -132,7 +133,7 @@ func TestTarRoundTrip(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dst, "link")); err != nil || string(b) != "data" {
 		t.Errorf("through the copied link: %q %v", b, err)
 	}
-	if err := writeTar(context.Background(), filepath.Join(src, "missing"), &bytes.Buffer{}); !errors.Is(err, types.ErrNotFound) {
+	if err := writeTar(context.Background(), filepath.Join(src, "missing"), &bytes.Buffer{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("missing path: %v", err)
 	}
 	evil := t.TempDir()
@@ -142,7 +143,7 @@ func TestTarRoundTrip(t *testing.T) {
 	tw.Write([]byte("x"))
 	tw.Close()
 	err := extractTar(context.Background(), filepath.Join(evil, "in"), bytes.NewReader(raw.Bytes()))
-	if types.ClassOf(err) != types.InvalidArgument {
+	if errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("escaping entry: %v, want InvalidArgument", err)
 	}
 	if _, err := os.Stat(filepath.Join(evil, "xx")); !os.IsNotExist(err) {

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // account is the user a tree transfer acts as.
@@ -40,12 +40,12 @@ func (a *accounts) lookup(name string) (*account, error) {
 	if !ok {
 		pw, err := user.Lookup(name)
 		if err != nil {
-			return nil, types.Errorf(types.InvalidArgument, "user %q: %w", name, err)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "user %q: %w", name, err)
 		}
 		uid, err1 := strconv.Atoi(pw.Uid)
 		gid, err2 := strconv.Atoi(pw.Gid)
 		if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
-			return nil, types.Errorf(types.InvalidArgument, "user %q has a non-numeric id", name)
+			return nil, errdefs.Errorf(errdefs.InvalidArgument, "user %q has a non-numeric id", name)
 		}
 		acct = &account{name: name, uid: uid, gid: gid}
 		if ids, err := pw.GroupIds(); err == nil {
@@ -161,20 +161,20 @@ func restoreThreadCreds(own creds) bool {
 func setThreadCreds(a *account) error {
 	// unix.Setgroups is the raw system call: this thread only.
 	if err := unix.Setgroups(a.groups); err != nil {
-		return types.Errorf(types.Unauthenticated, "agent: acting as %s: setgroups: %w", a.name, err)
+		return errdefs.Errorf(errdefs.Unauthenticated, "agent: acting as %s: setgroups: %w", a.name, err)
 	}
 	if err := unix.Setfsgid(a.gid); err != nil {
-		return types.Errorf(types.Unauthenticated, "agent: acting as %s: setfsgid: %w", a.name, err)
+		return errdefs.Errorf(errdefs.Unauthenticated, "agent: acting as %s: setfsgid: %w", a.name, err)
 	}
 	if err := unix.Setfsuid(a.uid); err != nil {
-		return types.Errorf(types.Unauthenticated, "agent: acting as %s: setfsuid: %w", a.name, err)
+		return errdefs.Errorf(errdefs.Unauthenticated, "agent: acting as %s: setfsuid: %w", a.name, err)
 	}
 	// setfsuid(2) and setfsgid(2) report most failures only by leaving the
 	// id unchanged; an invalid id (-1) reads the current one back.
 	gid, _ := unix.SetfsgidRetGid(-1)
 	uid, _ := unix.SetfsuidRetUid(-1)
 	if uid != a.uid || gid != a.gid {
-		return types.Errorf(types.Unauthenticated, "agent: acting as %s (%d:%d): the thread's file system ids stayed %d:%d", a.name, a.uid, a.gid, uid, gid)
+		return errdefs.Errorf(errdefs.Unauthenticated, "agent: acting as %s (%d:%d): the thread's file system ids stayed %d:%d", a.name, a.uid, a.gid, uid, gid)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/portproxy"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // PortClient is the host's side of the port routes (PortPath, ListenPath,
@@ -67,11 +67,11 @@ type AgentListener struct {
 func (l *AgentListener) Next() (string, error) {
 	line, err := l.br.ReadString('\n')
 	if err != nil {
-		return "", types.Errorf(types.Unavailable, "the agent's listener ended: %w", err)
+		return "", errdefs.Errorf(errdefs.Unavailable, "the agent's listener ended: %w", err)
 	}
 	id := strings.TrimSpace(line)
 	if id == "" || len(id) > 64 {
-		return "", types.Errorf(types.Unavailable, "the agent announced a malformed connection")
+		return "", errdefs.Errorf(errdefs.Unavailable, "the agent announced a malformed connection")
 	}
 	return id, nil
 }
@@ -92,7 +92,7 @@ func (c PortClient) upgrade(ctx context.Context, path string, q url.Values) (net
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
-		return nil, nil, types.Errorf(types.Unavailable, "connect to the sandbox's agent: %w", err)
+		return nil, nil, errdefs.Errorf(errdefs.Unavailable, "connect to the sandbox's agent: %w", err)
 	}
 	dl, ok := ctx.Deadline()
 	if !ok {
@@ -115,21 +115,21 @@ func (c PortClient) upgrade(ctx context.Context, path string, q url.Values) (net
 	}
 	b.WriteString("\r\n")
 	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return fail(types.Errorf(types.Unavailable, "agent port call: %w", err))
+		return fail(errdefs.Errorf(errdefs.Unavailable, "agent port call: %w", err))
 	}
 	br := bufio.NewReaderSize(conn, 1024)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
-		return fail(types.Errorf(types.Unavailable, "agent port call: %w", err))
+		return fail(errdefs.Errorf(errdefs.Unavailable, "agent port call: %w", err))
 	}
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, maxErrMsg))
 		res.Body.Close()
 		class, ok := classNamed(res.Header.Get(errClassHeader))
 		if !ok {
-			return fail(types.Errorf(types.NotSupported, "the sandbox's agent has no port routes (%s)", res.Status))
+			return fail(errdefs.Errorf(errdefs.NotSupported, "the sandbox's agent has no port routes (%s)", res.Status))
 		}
-		return fail(types.Errorf(class, "%s", strings.TrimSpace(string(msg))))
+		return fail(errdefs.Errorf(class, "%s", strings.TrimSpace(string(msg))))
 	}
 	if !stop() {
 		conn.Close()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/portproxy"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // The agent's port routes, next to TreePath. Each is an HTTP upgrade to
@@ -88,11 +88,11 @@ func (s *portServer) routes(mux *http.ServeMux) {
 func (s *portServer) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(envd.AccessTokenHeader)), []byte(s.token)) != 1 {
-			writeError(w, types.Errorf(types.Unauthenticated, "missing or invalid access token"))
+			writeError(w, errdefs.Errorf(errdefs.Unauthenticated, "missing or invalid access token"))
 			return
 		}
 		if r.Method != http.MethodGet || r.Header.Get("Upgrade") != UpgradeProto {
-			writeError(w, types.Errorf(types.InvalidArgument, "%s needs GET with Upgrade: %s", r.URL.Path, UpgradeProto))
+			writeError(w, errdefs.Errorf(errdefs.InvalidArgument, "%s needs GET with Upgrade: %s", r.URL.Path, UpgradeProto))
 			return
 		}
 		h(w, r)
@@ -111,12 +111,12 @@ func (s *portServer) take() bool {
 
 func (s *portServer) give() { <-s.slots }
 
-var errBusy = types.Errorf(types.ResourceExhausted, "the sandbox's agent carries %d port connections already", maxPortConns)
+var errBusy = errdefs.Errorf(errdefs.ResourceExhausted, "the sandbox's agent carries %d port connections already", maxPortConns)
 
 func portOf(r *http.Request) (int, error) {
 	n, err := strconv.Atoi(r.URL.Query().Get("port"))
 	if err != nil || n < 1 || n > 65535 {
-		return 0, types.Errorf(types.InvalidArgument, "port %q is not in 1-65535", r.URL.Query().Get("port"))
+		return 0, errdefs.Errorf(errdefs.InvalidArgument, "port %q is not in 1-65535", r.URL.Query().Get("port"))
 	}
 	return n, nil
 }
@@ -184,13 +184,13 @@ func dialLoopback(r *http.Request, port int) (net.Conn, error) {
 		if c6, err6 := d.DialContext(r.Context(), "tcp6", "[::1]:"+p); err6 == nil {
 			return c6, nil
 		}
-		return nil, types.Errorf(types.Unavailable, "nothing listens on port %d in the sandbox (connection refused)", port)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "nothing listens on port %d in the sandbox (connection refused)", port)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return nil, types.Errorf(types.DeadlineExceeded, "port %d in the sandbox did not answer within %v", port, portDialTimeout)
+		return nil, errdefs.Errorf(errdefs.DeadlineExceeded, "port %d in the sandbox did not answer within %v", port, portDialTimeout)
 	}
-	return nil, types.Errorf(types.Unavailable, "connect to port %d in the sandbox: %v", port, err)
+	return nil, errdefs.Errorf(errdefs.Unavailable, "connect to port %d in the sandbox: %v", port, err)
 }
 
 // listen serves ListenPath: the listener lives as long as the pipe.
@@ -222,7 +222,7 @@ func (s *portServer) accept(w http.ResponseWriter, r *http.Request) {
 	delete(s.pending, id)
 	s.mu.Unlock()
 	if p == nil {
-		writeError(w, types.Errorf(types.NotFound, "no connection %q is waiting", id))
+		writeError(w, errdefs.Errorf(errdefs.NotFound, "no connection %q is waiting", id))
 		return
 	}
 	p.owner.done()
@@ -251,9 +251,9 @@ func listenLoopback(port int) (*portListener, error) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:"+p)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, types.Errorf(types.AlreadyExists, "port %d is already in use in the sandbox", port)
+			return nil, errdefs.Errorf(errdefs.AlreadyExists, "port %d is already in use in the sandbox", port)
 		}
-		return nil, types.Errorf(types.InvalidArgument, "listen on port %d in the sandbox: %v", port, err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "listen on port %d in the sandbox: %v", port, err)
 	}
 	l := &portListener{port: port, lns: []net.Listener{ln}, waiting: make(chan struct{}, maxPending), lines: make(chan string, maxPending)}
 	// IPv6 loopback too, where the sandbox has it, for clients that

@@ -9,8 +9,8 @@ import (
 	"path"
 	"syscall"
 
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
-	"github.com/berth-sh/berth/sandbox/types"
 )
 
 // extractTar unpacks the tar stream r into the absolute directory dir,
@@ -20,7 +20,7 @@ import (
 // files are the sandbox's own: their o+w bits stay (set-id bits never do).
 func extractTar(ctx context.Context, dir string, r io.Reader) error {
 	if !path.IsAbs(dir) {
-		return types.Errorf(types.InvalidArgument, "directory %q is not absolute", dir)
+		return errdefs.Errorf(errdefs.InvalidArgument, "directory %q is not absolute", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return classifyFS(err)
@@ -43,7 +43,7 @@ func extractTar(ctx context.Context, dir string, r io.Reader) error {
 // missing p is NotFound before anything is written to w.
 func writeTar(ctx context.Context, p string, w io.Writer) error {
 	if !path.IsAbs(p) {
-		return types.Errorf(types.InvalidArgument, "path %q is not absolute", p)
+		return errdefs.Errorf(errdefs.InvalidArgument, "path %q is not absolute", p)
 	}
 	root, err := os.OpenRoot("/")
 	if err != nil {
@@ -61,19 +61,19 @@ func writeTar(ctx context.Context, p string, w io.Writer) error {
 // did not class, as envd classes the same errors of its file calls.
 func classifyFS(err error) error {
 	switch {
-	case err == nil || types.ClassOf(err) != types.Unknown:
+	case err == nil || errdefs.ClassOf(err) != errdefs.Unknown:
 		return err
 	case errors.Is(err, fs.ErrNotExist):
-		return types.Classify(types.NotFound, err)
+		return errdefs.Classify(errdefs.NotFound, err)
 	case errors.Is(err, fs.ErrExist):
-		return types.Classify(types.AlreadyExists, err)
+		return errdefs.Classify(errdefs.AlreadyExists, err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		return types.Classify(types.Unauthenticated, err)
+		return errdefs.Classify(errdefs.Unauthenticated, err)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return types.Classify(types.ResourceExhausted, err)
+		return errdefs.Classify(errdefs.ResourceExhausted, err)
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ELOOP),
 		errors.Is(err, syscall.ENAMETOOLONG):
-		return types.Classify(types.InvalidArgument, err)
+		return errdefs.Classify(errdefs.InvalidArgument, err)
 	}
 	return err
 }

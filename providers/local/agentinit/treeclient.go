@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // TreeClient moves trees through an agent's TreePath. The zero HTTP is
@@ -63,7 +63,7 @@ func (c TreeClient) request(ctx context.Context, method, key, p string, body io.
 	u := strings.TrimRight(c.BaseURL, "/") + TreePath + "?" + url.Values{key: {p}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return nil, types.Errorf(types.InvalidArgument, "agent tree call: %w", err)
+		return nil, errdefs.Errorf(errdefs.InvalidArgument, "agent tree call: %w", err)
 	}
 	if c.Token != "" {
 		req.Header.Set(envd.AccessTokenHeader, c.Token)
@@ -81,7 +81,7 @@ func (c TreeClient) do(ctx context.Context, op string, req *http.Request) (*http
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", op, context.Cause(ctx))
 		}
-		return nil, types.Errorf(types.Unavailable, "%s: %w", op, err)
+		return nil, errdefs.Errorf(errdefs.Unavailable, "%s: %w", op, err)
 	}
 	if res.StatusCode/100 == 2 {
 		return res, nil
@@ -92,9 +92,9 @@ func (c TreeClient) do(ctx context.Context, op string, req *http.Request) (*http
 	if !ok {
 		// Not this agent's answer: one that predates TreePath answers with
 		// envd's 404 for unknown routes.
-		return nil, types.Errorf(types.NotSupported, "%s: the sandbox's agent has no tree route (%s: %s)", op, res.Status, strings.TrimSpace(string(msg)))
+		return nil, errdefs.Errorf(errdefs.NotSupported, "%s: the sandbox's agent has no tree route (%s: %s)", op, res.Status, strings.TrimSpace(string(msg)))
 	}
-	return nil, types.Errorf(class, "%s: %s", op, msg)
+	return nil, errdefs.Errorf(class, "%s: %s", op, msg)
 }
 
 // treeBody reads a download: a cut archive is the error the trailers
@@ -111,10 +111,10 @@ func (b *treeBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		if name := b.res.Trailer.Get(errClassHeader); name != "" {
 			class, _ := classNamed(name)
-			err = types.Errorf(class, "%s: %s", b.op, b.res.Trailer.Get(errMsgHeader))
+			err = errdefs.Errorf(class, "%s: %s", b.op, b.res.Trailer.Get(errMsgHeader))
 		}
 	case err != nil && !errors.Is(err, context.Canceled):
-		err = types.Classify(types.Unavailable, fmt.Errorf("%s: %w", b.op, err))
+		err = errdefs.Classify(errdefs.Unavailable, fmt.Errorf("%s: %w", b.op, err))
 	}
 	return n, err
 }
@@ -125,11 +125,11 @@ func (b *treeBody) Close() error {
 }
 
 // classNamed is the class whose String is name.
-func classNamed(name string) (types.Class, bool) {
-	for c := types.Unknown; c <= types.NotSupported; c++ {
+func classNamed(name string) (errdefs.Class, bool) {
+	for c := errdefs.Unknown; c <= errdefs.NotSupported; c++ {
 		if c.String() == name {
 			return c, true
 		}
 	}
-	return types.Unknown, false
+	return errdefs.Unknown, false
 }

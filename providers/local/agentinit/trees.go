@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // TreePath is the agent's route for whole trees, next to envd's routes
@@ -52,7 +52,7 @@ func newTreeServer(token, user string, b *threadBudget) *treeServer {
 
 func (s *treeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(envd.AccessTokenHeader)), []byte(s.token)) != 1 {
-		writeError(w, types.Errorf(types.Unauthenticated, "missing or invalid access token"))
+		writeError(w, errdefs.Errorf(errdefs.Unauthenticated, "missing or invalid access token"))
 		return
 	}
 	switch r.Method {
@@ -62,7 +62,7 @@ func (s *treeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.download(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		writeError(w, types.Errorf(types.NotSupported, "method %s on %s", r.Method, TreePath))
+		writeError(w, errdefs.Errorf(errdefs.NotSupported, "method %s on %s", r.Method, TreePath))
 	}
 }
 
@@ -129,7 +129,7 @@ func (s *treeServer) download(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The status went out with the first bytes: the trailers say the
 		// archive is cut. A client that went away reads neither.
-		w.Header().Set(errClassHeader, types.ClassOf(err).String())
+		w.Header().Set(errClassHeader, errdefs.ClassOf(err).String())
 		w.Header().Set(errMsgHeader, oneLine(err.Error()))
 	}
 }
@@ -148,19 +148,19 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // statusOf is the HTTP status of a class, for people reading the wire; the
 // client goes by errClassHeader.
-var statusOf = map[types.Class]int{
-	types.NotFound:          http.StatusNotFound,
-	types.AlreadyExists:     http.StatusConflict,
-	types.InvalidArgument:   http.StatusBadRequest,
-	types.Unauthenticated:   http.StatusForbidden,
-	types.ResourceExhausted: http.StatusInsufficientStorage,
-	types.Unavailable:       http.StatusServiceUnavailable,
-	types.DeadlineExceeded:  http.StatusGatewayTimeout,
-	types.NotSupported:      http.StatusMethodNotAllowed,
+var statusOf = map[errdefs.Class]int{
+	errdefs.NotFound:          http.StatusNotFound,
+	errdefs.AlreadyExists:     http.StatusConflict,
+	errdefs.InvalidArgument:   http.StatusBadRequest,
+	errdefs.Unauthenticated:   http.StatusForbidden,
+	errdefs.ResourceExhausted: http.StatusInsufficientStorage,
+	errdefs.Unavailable:       http.StatusServiceUnavailable,
+	errdefs.DeadlineExceeded:  http.StatusGatewayTimeout,
+	errdefs.NotSupported:      http.StatusMethodNotAllowed,
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	class := types.ClassOf(err)
+	class := errdefs.ClassOf(err)
 	status, ok := statusOf[class]
 	if !ok {
 		status = http.StatusInternalServerError

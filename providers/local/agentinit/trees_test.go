@@ -20,7 +20,7 @@ import (
 
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/tartest"
-	"github.com/berth-sh/berth/sandbox/types"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 const testToken = "tree-token"
@@ -112,19 +112,19 @@ func TestTreeRouteRefusals(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	anon := c
 	anon.Token = "wrong"
-	if err := anon.Upload(ctx(t), dir, bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); types.ClassOf(err) != types.Unauthenticated {
+	if err := anon.Upload(ctx(t), dir, bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("upload with a wrong token: %v, want Unauthenticated", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("a refused upload made its directory (%v)", err)
 	}
-	if _, err := anon.Download(ctx(t), "/"); types.ClassOf(err) != types.Unauthenticated {
+	if _, err := anon.Download(ctx(t), "/"); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("download with a wrong token: %v, want Unauthenticated", err)
 	}
-	if _, err := c.Download(ctx(t), filepath.Join(dir, "missing")); !errors.Is(err, types.ErrNotFound) {
+	if _, err := c.Download(ctx(t), filepath.Join(dir, "missing")); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("download of a missing path: %v, want NotFound", err)
 	}
-	if err := c.Upload(ctx(t), "relative", bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); types.ClassOf(err) != types.InvalidArgument {
+	if err := c.Upload(ctx(t), "relative", bytes.NewReader(tartest.Build(t, tartest.File("x", "x")))); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("upload to a relative dir: %v, want InvalidArgument", err)
 	}
 
@@ -136,7 +136,7 @@ func TestTreeRouteRefusals(t *testing.T) {
 	srv := httptest.NewServer(old)
 	defer srv.Close()
 	oc := TreeClient{HTTP: srv.Client(), BaseURL: srv.URL, Token: testToken}
-	if _, err := oc.Download(ctx(t), "/"); types.ClassOf(err) != types.NotSupported {
+	if _, err := oc.Download(ctx(t), "/"); errdefs.ClassOf(err) != errdefs.NotSupported {
 		t.Errorf("download from an agent without the route: %v, want NotSupported", err)
 	}
 }
@@ -159,7 +159,7 @@ func TestTreeRouteUploadEscapes(t *testing.T) {
 			outside := filepath.Join(base, "outside")
 			os.Mkdir(outside, 0o755)
 			err := c.Upload(ctx(t), filepath.Join(base, "in"), bytes.NewReader(tartest.Build(t, es...)))
-			if types.ClassOf(err) != types.InvalidArgument {
+			if errdefs.ClassOf(err) != errdefs.InvalidArgument {
 				t.Errorf("upload: %v, want InvalidArgument", err)
 			}
 			for _, p := range []string{filepath.Join(base, "escape"), filepath.Join(outside, "pwned"), "/tmp/berth-abs-escape"} {
@@ -238,7 +238,7 @@ func TestTreeRouteActsAsUser(t *testing.T) {
 	}
 	closed := filepath.Join(base, "closed")
 	os.Mkdir(closed, 0o700)
-	if err := c.Upload(ctx(t), closed, bytes.NewReader(tartest.Build(t, tartest.File("f", "x")))); types.ClassOf(err) != types.Unauthenticated {
+	if err := c.Upload(ctx(t), closed, bytes.NewReader(tartest.Build(t, tartest.File("f", "x")))); errdefs.ClassOf(err) != errdefs.Unauthenticated {
 		t.Errorf("upload into root's 0700 directory as nobody: %v, want Unauthenticated", err)
 	}
 	if _, err := os.Lstat(filepath.Join(closed, "f")); !os.IsNotExist(err) {
@@ -290,7 +290,7 @@ func TestTreeRouteCutDownload(t *testing.T) {
 	}
 	defer rc.Close()
 	got, err := readTar(t, rc)
-	if err == nil || types.ClassOf(err) == types.Unknown || !strings.Contains(err.Error(), "z-closed") {
+	if err == nil || errdefs.ClassOf(err) == errdefs.Unknown || !strings.Contains(err.Error(), "z-closed") {
 		t.Errorf("nobody's cut download read %d entries and ended with %v; want a classed error naming z-closed", len(got), err)
 	}
 	if got["a-big"] == "" {

@@ -1,7 +1,8 @@
-package types
+package driver
 
 import (
 	"fmt"
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"maps"
 	"net"
 	"net/http"
@@ -35,7 +36,7 @@ func ParsePort(s string) (Port, error) {
 	num, proto, _ := strings.Cut(s, "/")
 	n, err := strconv.Atoi(num)
 	if err != nil {
-		return Port{}, Errorf(InvalidArgument, "port %q is not NUMBER[/http|/tcp]", s)
+		return Port{}, errdefs.Errorf(errdefs.InvalidArgument, "port %q is not NUMBER[/http|/tcp]", s)
 	}
 	p := Port{Number: n, Protocol: PortProtocol(proto)}.WithDefaults()
 	return p, p.Validate()
@@ -52,13 +53,13 @@ func (p Port) WithDefaults() Port {
 // Validate checks the number and protocol.
 func (p Port) Validate() error {
 	if p.Number < 1 || p.Number > 65535 {
-		return Errorf(InvalidArgument, "port %d is not in 1-65535", p.Number)
+		return errdefs.Errorf(errdefs.InvalidArgument, "port %d is not in 1-65535", p.Number)
 	}
 	switch p.Protocol {
 	case "", PortHTTP, PortTCP:
 		return nil
 	}
-	return Errorf(InvalidArgument, "port %d: protocol %q is not http or tcp", p.Number, p.Protocol)
+	return errdefs.Errorf(errdefs.InvalidArgument, "port %d: protocol %q is not http or tcp", p.Number, p.Protocol)
 }
 
 // String is "8000/http".
@@ -71,10 +72,10 @@ func validatePorts(ports []Port) error {
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if err := p.Validate(); err != nil {
-			return Errorf(InvalidArgument, "spec: %w", err)
+			return errdefs.Errorf(errdefs.InvalidArgument, "spec: %w", err)
 		}
 		if seen[p.Number] {
-			return Errorf(InvalidArgument, "spec: port %d is declared twice", p.Number)
+			return errdefs.Errorf(errdefs.InvalidArgument, "spec: port %d is declared twice", p.Number)
 		}
 		seen[p.Number] = true
 	}
@@ -141,7 +142,7 @@ func (e Endpoint) WebSocketURL(path string) string {
 func (e Endpoint) Addr() (string, error) {
 	u, err := url.Parse(e.URL)
 	if err != nil || u.Host == "" {
-		return "", Errorf(InvalidArgument, "endpoint URL %q has no host", e.URL)
+		return "", errdefs.Errorf(errdefs.InvalidArgument, "endpoint URL %q has no host", e.URL)
 	}
 	if u.Port() != "" {
 		return u.Host, nil
@@ -152,7 +153,7 @@ func (e Endpoint) Addr() (string, error) {
 	case "http", "ws":
 		return net.JoinHostPort(u.Hostname(), "80"), nil
 	}
-	return "", Errorf(InvalidArgument, "endpoint URL %q has no port", e.URL)
+	return "", errdefs.Errorf(errdefs.InvalidArgument, "endpoint URL %q has no port", e.URL)
 }
 
 // SetHeaders adds the endpoint's headers to h.

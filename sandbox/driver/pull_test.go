@@ -1,6 +1,9 @@
-package types
+package driver
 
-import "testing"
+import (
+	"github.com/berth-sh/berth/sandbox/errdefs"
+	"testing"
+)
 
 // TestPullPolicyAllows: an entry matches its host on any port, or its
 // host and port; names match whatever their case, addresses whatever
@@ -29,12 +32,12 @@ func TestPullPolicyAllows(t *testing.T) {
 		t.Error("a nil policy allows, or is invalid")
 	}
 	for _, bad := range []string{"", "http://r", "r/x", "r:0", "r:65536", "r:", "u@r", "fd00::1:", ":5000", "r x"} {
-		if err := (&PullPolicy{Allow: []string{bad}}).Validate(); ClassOf(err) != InvalidArgument {
+		if err := (&PullPolicy{Allow: []string{bad}}).Validate(); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 			t.Errorf("entry %q: %v", bad, err)
 		}
 	}
 	spec := Spec{Image: "x", Pull: &PullPolicy{Allow: []string{"r/x"}}}
-	if err := spec.Validate(); ClassOf(err) != InvalidArgument {
+	if err := spec.Validate(); errdefs.ClassOf(err) != errdefs.InvalidArgument {
 		t.Errorf("a spec with a bad pull policy: %v", err)
 	}
 	if d := spec.WithDefaults(); d.Pull == spec.Pull || &d.Pull.Allow[0] == &spec.Pull.Allow[0] {

@@ -1,6 +1,7 @@
-package types
+package driver
 
 import (
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"maps"
 	"strings"
 	"time"
@@ -97,24 +98,24 @@ const (
 func (s *Spec) Validate() error {
 	switch {
 	case s.Image == "" && s.Build == nil:
-		return Errorf(InvalidArgument, "spec: an image or a build is required")
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: an image or a build is required")
 	case s.Image != "" && s.Build != nil:
-		return Errorf(InvalidArgument, "spec: image %q and a build are both set; choose one", s.Image)
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: image %q and a build are both set; choose one", s.Image)
 	case s.Build != nil && s.Build.ContextDir == "":
-		return Errorf(InvalidArgument, "spec: build needs a context directory")
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: build needs a context directory")
 	case s.Resources.CPUs < 0, s.Resources.MemoryMB < 0, s.Resources.StorageMB < 0, s.Resources.GPUs < 0, s.Resources.PIDs < 0:
-		return Errorf(InvalidArgument, "spec: resources must not be negative (%+v)", s.Resources)
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: resources must not be negative (%+v)", s.Resources)
 	case s.TTL < 0:
-		return Errorf(InvalidArgument, "spec: ttl %v is negative", s.TTL)
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: ttl %v is negative", s.TTL)
 	}
 	switch s.Network.Mode {
 	case "", NetworkNone, NetworkPublic:
 	case NetworkAllowlist:
 		if len(s.Network.Allow) == 0 {
-			return Errorf(InvalidArgument, "spec: network allowlist is empty")
+			return errdefs.Errorf(errdefs.InvalidArgument, "spec: network allowlist is empty")
 		}
 	default:
-		return Errorf(InvalidArgument, "spec: network mode %q is not one of none, public, allowlist", s.Network.Mode)
+		return errdefs.Errorf(errdefs.InvalidArgument, "spec: network mode %q is not one of none, public, allowlist", s.Network.Mode)
 	}
 	if err := ValidateLabels(s.Labels); err != nil {
 		return err
@@ -127,7 +128,7 @@ func (s *Spec) Validate() error {
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return Errorf(InvalidArgument, "spec: environment variable name %q is invalid", k)
+			return errdefs.Errorf(errdefs.InvalidArgument, "spec: environment variable name %q is invalid", k)
 		}
 	}
 	return nil
@@ -137,14 +138,14 @@ func (s *Spec) Validate() error {
 // provider accepts.
 func ValidateLabels(labels map[string]string) error {
 	if len(labels) > maxLabels {
-		return Errorf(InvalidArgument, "labels: %d labels, at most %d", len(labels), maxLabels)
+		return errdefs.Errorf(errdefs.InvalidArgument, "labels: %d labels, at most %d", len(labels), maxLabels)
 	}
 	for k, v := range labels {
 		if k == "" || len(k) > maxLabelKeyLen || !printable(k) || strings.ContainsAny(k, "=,&") {
-			return Errorf(InvalidArgument, "labels: key %q must be 1-%d printable characters without '=', ',' or '&'", k, maxLabelKeyLen)
+			return errdefs.Errorf(errdefs.InvalidArgument, "labels: key %q must be 1-%d printable characters without '=', ',' or '&'", k, maxLabelKeyLen)
 		}
 		if len(v) > maxLabelValLen || !printable(v) {
-			return Errorf(InvalidArgument, "labels: value of %q must be at most %d printable characters", k, maxLabelValLen)
+			return errdefs.Errorf(errdefs.InvalidArgument, "labels: value of %q must be at most %d printable characters", k, maxLabelValLen)
 		}
 	}
 	return nil
@@ -184,7 +185,7 @@ func (s Spec) WithDefaults() Spec {
 func ParseLabel(kv string) (key, value string, err error) {
 	k, v, ok := strings.Cut(kv, "=")
 	if !ok || k == "" {
-		return "", "", Errorf(InvalidArgument, "label %q is not key=value", kv)
+		return "", "", errdefs.Errorf(errdefs.InvalidArgument, "label %q is not key=value", kv)
 	}
 	return k, v, nil
 }

@@ -1,6 +1,7 @@
-package types
+package driver
 
 import (
+	"github.com/berth-sh/berth/sandbox/errdefs"
 	"net"
 	"net/netip"
 	"strconv"
@@ -69,7 +70,7 @@ func (p *PullPolicy) Clone() *PullPolicy {
 // canonical host and its port ("" for any).
 func parseRegistry(s string) (host, port string, err error) {
 	bad := func(why string) (string, string, error) {
-		return "", "", Errorf(InvalidArgument, "registry %q: %s; want HOST or HOST:PORT", s, why)
+		return "", "", errdefs.Errorf(errdefs.InvalidArgument, "registry %q: %s; want HOST or HOST:PORT", s, why)
 	}
 	if s == "" || strings.ContainsAny(s, "/@?# \t") {
 		return bad("not a host")
