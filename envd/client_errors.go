@@ -25,7 +25,7 @@ func isTransport(err error) bool {
 }
 
 // classify wraps a client-side error with its class. A cancelled ctx stays
-// unclassified (types.ClassOf leaves cancellation Unknown on purpose).
+// unclassified (errdefs.ClassOf leaves cancellation Unknown on purpose).
 func classify(op string, err error) error {
 	if err == nil {
 		return nil

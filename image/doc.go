@@ -55,7 +55,7 @@
 //
 // # Pulls a remote client aims
 //
-// PullWith with a Policy (types.PullPolicy; berth serve sets one for the
+// PullWith with a Policy (driver.PullPolicy; berth serve sets one for the
 // images its clients name) makes every connection of the pull, redirects
 // included, through a dial guard (guard.go): a registry the policy allows
 // is dialled as named; any other name is resolved once, each address is

@@ -27,7 +27,7 @@ const parallelLayers = 3
 // PullOptions bound one pull. The zero value is the operator's pull.
 type PullOptions struct {
 	// Policy, when set, guards the pull for the remote client that named
-	// the image (types.PullPolicy): every connection, redirects included,
+	// the image (driver.PullPolicy): every connection, redirects included,
 	// is checked where it is dialled and refused unless its address is
 	// public or its registry allowed; plain HTTP goes only to allowed
 	// registries (and InsecureRegistries); a failure is a *PullError.

@@ -11,7 +11,7 @@ import (
 // REST client's error. It is the cause inside the classed errors the
 // driver returns; errors.As finds it. A throttle's advised wait
 // (Retry-After or Retry-After-<throttler>) is the error's RetryAfter
-// (types.RetryAfterOf), and Throttler names the rate limiter.
+// (errdefs.RetryAfterOf), and Throttler names the rate limiter.
 type APIError = rest.APIError
 
 // errorJSON is Daytona's error answer: {statusCode, error, message, path,

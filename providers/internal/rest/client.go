@@ -242,7 +242,7 @@ func idempotent(method string) bool {
 
 // Send performs cl and returns a 2xx response, whose body the caller
 // closes. Failures are retried when their class is retryable
-// (types.Retryable: a throttle, a transient outage; an Unavailable only
+// (errdefs.Retryable: a throttle, a transient outage; an Unavailable only
 // for idempotent methods, since the server may have acted), after the
 // advised wait or a backoff, at most Options.Retries times.
 func (c *Client) Send(ctx context.Context, cl Call) (*http.Response, error) {
