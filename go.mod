@@ -3,7 +3,7 @@ module github.com/berth-sh/berth
 go 1.26.8
 
 require (
-	code.dny.dev/ssrf v0.3.0 // the image pull guard's address check: IANA's special-purpose ranges, kept up to date there (image/guard.go)
+	code.dny.dev/ssrf v0.3.0 // the image pull guard's address check: IANA's special-purpose ranges, kept up to date there (providers/local/image/guard.go)
 	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0 // ~/.modal.toml profiles, read as the Modal client reads them
 	github.com/chromedp/cdproto v0.159.0 // CDP commands and events for the viewer's browser tests
@@ -45,7 +45,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/crypto v0.57.0
 	sigs.k8s.io/agent-sandbox v0.5.0 // the k8s provider's agent-sandbox mode: v1beta1 SandboxClaim, SandboxTemplate, SandboxWarmPool types and generated clients only (sum.golang.org does not list v0.5.0: go.sum holds the hash the proxy served)
-	sigs.k8s.io/yaml v1.6.0 // internal/k8stest reads agent-sandbox's CRD files
+	sigs.k8s.io/yaml v1.6.0 // internal/testing/k8stest reads agent-sandbox's CRD files
 )
 
 require (

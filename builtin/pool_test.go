@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	localprovider "github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"

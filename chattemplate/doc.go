@@ -23,7 +23,7 @@
 // separate module testdata/ardancmp, never copied here). Two references
 // render it: Python jinja2 3.1.6 (Debian 12's 3.1.2 answers the same) set
 // up as transformers' _compile_jinja_template sets it up
-// (testdata/jinja2ref.py) and @huggingface/jinja 0.5.11 (internal/hfref).
+// (testdata/jinja2ref.py) and @huggingface/jinja 0.5.11 (internal/testing/hfref).
 // A case differs when exactly
 // one side fails or both render different text. Mismatches (cases that
 // differ, of cases):

@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sh/berth/chattemplate/internal/reftest"
 	"github.com/berth-sh/berth/chattemplate/jinja"
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // inputOf decodes a case's conversation the way a caller of this package

@@ -37,7 +37,7 @@ var _ http.Handler = (*Server)(nil)
 //
 // Processes are started and waited for by internal/hostproc, through Go's
 // os.Process and its pidfd, so a PID 1 that reaps only zombies no pidfd
-// refers to, as package sandboxinit does, never steals their exit status.
+// refers to, as package pid1 does, never steals their exit status.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/fakeprovider"
-	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/internal/testing/fakeprovider"
+	"github.com/berth-sh/berth/internal/testing/tartest"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 )

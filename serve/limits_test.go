@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/serve/apikeys"

@@ -10,11 +10,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/image/seed"
-	"github.com/berth-sh/berth/internal/localtest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/localtest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/image"
+	"github.com/berth-sh/berth/providers/local/image/seed"
 	"github.com/berth-sh/berth/sandbox"
 )
 

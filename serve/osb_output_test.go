@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/waitfor"
+	"github.com/berth-sh/berth/internal/testing/waitfor"
 	"github.com/berth-sh/berth/serve/opensandbox"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 )
 
 // selfDomain as a test's Options.Domain becomes "localhost:PORT", PORT

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/internal/testing/tartest"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
 

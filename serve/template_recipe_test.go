@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/dockerfile"
+	"github.com/berth-sh/berth/providers/local/dockerfile"
 	"github.com/berth-sh/berth/sandbox"
 )
 

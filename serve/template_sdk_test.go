@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/internal/testing/tartest"
 )
 
 // countingHandler counts the log records whose message is msg (the local

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/internal/testing/tartest"
 )
 
 // TestTemplateAlias: the alias route answers 404 for a name nobody holds,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 	"github.com/berth-sh/berth/session/samples"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/qwen3test"
+	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/session/samples"
 	"github.com/berth-sh/berth/session/testengine"

@@ -14,7 +14,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/hud/hudserve"
-	"github.com/berth-sh/berth/internal/benchstat"
+	"github.com/berth-sh/berth/internal/testing/benchstat"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"

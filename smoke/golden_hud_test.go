@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/localtest"
+	"github.com/berth-sh/berth/internal/testing/localtest"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/providers/modal/modaltest"

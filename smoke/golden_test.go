@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/nettest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/nettest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/smoke"

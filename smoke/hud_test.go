@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/smoke"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // benchText is the whole fidelity corpus joined: code, CJK, emoji,

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/chattemplate/internal/reftest"
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // TestMatchesReference renders each case here and with Python jinja2 under

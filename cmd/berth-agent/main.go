@@ -24,8 +24,8 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/berth-sh/berth/providers/k8s/podagent"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
+	"github.com/berth-sh/berth/agent/podagent"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func run(args []string) int {
 		if fs.Parse(args[1:]) != nil || fs.NArg() != 0 {
 			return 2
 		}
-		err = agentinit.Main(ctx, agentinit.Options{RunDir: *runDir})
+		err = localagent.Main(ctx, localagent.Options{RunDir: *runDir})
 	case "k8s-agent":
 		fs := flag.NewFlagSet("k8s-agent", flag.ContinueOnError)
 		install := fs.String("install", "", "copy this binary to `PATH` and exit (the pod's initContainer)")

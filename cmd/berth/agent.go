@@ -3,13 +3,13 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
 )
 
 // agentCmd is the local provider's in-sandbox agent: PID 1 of each local
 // sandbox, started by the provider with its socket and configuration as
 // inherited fds. Hidden: people never run it. It serves trees itself
-// (agentinit.TreePath), so it has no helper verbs.
+// (localagent.TreePath), so it has no helper verbs.
 func (a *app) agentCmd() *cobra.Command {
 	var runDir string
 	cmd := &cobra.Command{
@@ -18,7 +18,7 @@ func (a *app) agentCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			return agentinit.Main(cmd.Context(), agentinit.Options{RunDir: runDir})
+			return localagent.Main(cmd.Context(), localagent.Options{RunDir: runDir})
 		}),
 	}
 	// Under runtimes that cannot pass fds (gVisor's runsc).

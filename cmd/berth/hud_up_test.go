@@ -17,10 +17,10 @@ import (
 
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/hudup"
-	"github.com/berth-sh/berth/image/seed"
 	"github.com/berth-sh/berth/internal/syncbuf"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/image/seed"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -40,7 +40,7 @@ type hudUpHost struct {
 func newHUDUpHost(t *testing.T) *hudUpHost {
 	t.Helper()
 	bin, agent := localBinaries(t)
-	server, err := testbin.Static("hud", "github.com/berth-sh/berth/internal/hudenv")
+	server, err := testbin.Static("hud", "github.com/berth-sh/berth/internal/testing/hudenv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/image"
 )
 
 // The image verbs work on the local provider's image store (other

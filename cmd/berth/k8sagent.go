@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/berth-sh/berth/providers/k8s/podagent"
+	"github.com/berth-sh/berth/agent/podagent"
 )
 
 // k8sAgentCmd is the k8s provider's in-pod agent: PID 1 of each sandbox Pod,

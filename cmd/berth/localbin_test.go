@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 )
 
 // localBinaries skips t unless the local provider can run here, and

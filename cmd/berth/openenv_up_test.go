@@ -15,9 +15,9 @@ import (
 
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/syncbuf"
-	"github.com/berth-sh/berth/internal/testbin"
-	"github.com/berth-sh/berth/internal/testimage"
-	"github.com/berth-sh/berth/internal/waitfor"
+	"github.com/berth-sh/berth/internal/testing/testbin"
+	"github.com/berth-sh/berth/internal/testing/testimage"
+	"github.com/berth-sh/berth/internal/testing/waitfor"
 	"github.com/berth-sh/berth/sandbox"
 )
 

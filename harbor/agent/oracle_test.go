@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/agent/selfdriver"
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
-	"github.com/berth-sh/berth/providers/here"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -16,7 +16,7 @@ import (
 // forked during its upload holds the upload's descriptor until it execs)
 // is refused with ETXTBSY; RunScript waits that out and runs it.
 func TestRunScriptTextFileBusy(t *testing.T) {
-	p, err := here.New()
+	p, err := selfdriver.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package trial_test
 import (
 	"testing"
 
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 )
 
 // TestMain removes the berth binary the local tests built.

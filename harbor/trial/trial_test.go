@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/hudserve"
-	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/hud"
-	"github.com/berth-sh/berth/hud/shell"
+	"github.com/berth-sh/berth/hud/shellserve"
 	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -70,7 +70,7 @@ type Server struct {
 	hud   *hud.Server
 	tasks map[string]*task.Task
 	names []string
-	ssh   *shell.SSHServer
+	ssh   *shellserve.SSHServer
 	http  *http.Server
 	conns *connListener
 	pub   string // the host key, authorized_keys form
@@ -124,7 +124,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	s.pub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(o.HostKey.PublicKey())))
-	s.ssh = shell.NewSSH(shell.SSHOptions{HostKey: o.HostKey, Authorize: s.authorizeSSH, Target: s.targetOf, Logger: o.Logger})
+	s.ssh = shellserve.NewSSH(shellserve.SSHOptions{HostKey: o.HostKey, Authorize: s.authorizeSSH, Target: s.targetOf, Logger: o.Logger})
 	s.conns = newConnListener()
 	s.http = httpserve.NewServer(http.HandlerFunc(s.serveMCP), 0)
 	s.http.ErrorLog = slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)
@@ -216,10 +216,10 @@ func (s *Server) authorizeSSH(user string, key ssh.PublicKey) (string, bool) {
 	return id, ok
 }
 
-func (s *Server) targetOf(ctx context.Context, id string) (shell.Target, error) {
+func (s *Server) targetOf(ctx context.Context, id string) (shellserve.Target, error) {
 	se := s.session(id)
 	if se == nil {
-		return shell.Target{}, errors.New("the session has ended")
+		return shellserve.Target{}, errors.New("the session has ended")
 	}
 	return se.target(ctx)
 }

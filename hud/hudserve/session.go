@@ -19,7 +19,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/hud"
-	"github.com/berth-sh/berth/hud/shell"
+	"github.com/berth-sh/berth/hud/shellserve"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) NewSession(_ context.Context, id string) (hud.Session, error) {
 	var tok [32]byte
 	_, _ = rand.Read(tok[:])
 	se := &session{s: s, id: id, token: hex.EncodeToString(tok[:]), key: key, pem: string(pem.EncodeToMemory(block))}
-	srv := shell.NewMCP(s.o.Name, s.o.Version, se.target)
+	srv := shellserve.NewMCP(s.o.Name, s.o.Version, se.target)
 	se.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		// Each request stands alone: no MCP session state outlives it, so
 		// nothing is left to expire when the HUD session ends.
@@ -95,13 +95,13 @@ func (se *session) Bindings() []hud.Binding {
 	}
 }
 
-func (se *session) target(context.Context) (shell.Target, error) {
+func (se *session) target(context.Context) (shellserve.Target, error) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if se.sb == nil {
-		return shell.Target{}, errors.New("no task in progress: send tasks.start first")
+		return shellserve.Target{}, errors.New("no task in progress: send tasks.start first")
 	}
-	return shell.Target{Sandbox: se.sb, Dir: se.task.Workdir}, nil
+	return shellserve.Target{Sandbox: se.sb, Dir: se.task.Workdir}, nil
 }
 
 // InProgress implements hud.Session.

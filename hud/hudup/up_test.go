@@ -13,11 +13,11 @@ import (
 
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/hudup"
-	"github.com/berth-sh/berth/internal/fakeprovider"
-	"github.com/berth-sh/berth/internal/nettest"
 	"github.com/berth-sh/berth/internal/syncbuf"
-	"github.com/berth-sh/berth/internal/testbin"
-	"github.com/berth-sh/berth/internal/waitfor"
+	"github.com/berth-sh/berth/internal/testing/fakeprovider"
+	"github.com/berth-sh/berth/internal/testing/nettest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
+	"github.com/berth-sh/berth/internal/testing/waitfor"
 	"github.com/berth-sh/berth/providers/modal"
 	"github.com/berth-sh/berth/providers/modal/modaltest"
 	"github.com/berth-sh/berth/sandbox"
@@ -42,7 +42,7 @@ func fakeProvider(t *testing.T) *sandbox.Provider {
 
 func hudenv(t *testing.T) string {
 	t.Helper()
-	bin, err := testbin.Static("hud", "github.com/berth-sh/berth/internal/hudenv")
+	bin, err := testbin.Static("hud", "github.com/berth-sh/berth/internal/testing/hudenv")
 	if errors.Is(err, exec.ErrNotFound) {
 		t.Skip(err)
 	}

@@ -11,7 +11,7 @@
 // refusal for a bounded time (BusyWait) instead of failing the command.
 //
 // Users: envd's host backend (the agent inside local and k8s sandboxes,
-// providers/here), internal/fakeprovider, providers/modal/modaltest and
+// agent/selfdriver), internal/testing/fakeprovider, providers/modal/modaltest and
 // providers/daytona/daytonatest. Each keeps its own wire and bookkeeping and
 // starts, waits for and signals its processes here.
 package hostproc

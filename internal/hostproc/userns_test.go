@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/busyroot"
 	"github.com/berth-sh/berth/internal/syncbuf"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 // The copies disagreed on confinement: the fake entered its root by

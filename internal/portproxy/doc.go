@@ -7,6 +7,6 @@
 // listeners, one per port and protocol.
 //
 // Importers: providers that expose ports through a channel of their own
-// (providers/local, its agent in providers/local/agentinit, providers/k8s)
+// (providers/local, its agent in agent/localagent, providers/k8s)
 // and tests.
 package portproxy

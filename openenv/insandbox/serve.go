@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berth-sh/berth/agent/selfdriver"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
-	"github.com/berth-sh/berth/providers/here"
 )
 
 // KeyVar carries the key a launcher gave the server; Serve's caller reads
@@ -45,7 +45,7 @@ func Serve(ctx context.Context, o ServeOptions, ready func(baseURL string)) erro
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	prov, err := here.New()
+	prov, err := selfdriver.New()
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/benchstat"
-	"github.com/berth-sh/berth/internal/harbortest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/benchstat"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/providers/local"

@@ -43,5 +43,5 @@
 // ends.
 //
 // Import it from the CLI (`berth openenv serve`), the smoke runner and the
-// in-sandbox server (package openenv/insandbox, over providers/here).
+// in-sandbox server (package openenv/insandbox, over agent/selfdriver).
 package tbench2

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/sandbox"

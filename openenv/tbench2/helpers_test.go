@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/harbortest"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/sandbox"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/harbortest"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/harbortest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth/builtin"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	httpstream "k8s.io/streaming/pkg/httpstream"
 
+	"github.com/berth-sh/berth/agent/podagent"
 	"github.com/berth-sh/berth/internal/httpserve"
-	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 

@@ -1,9 +1,9 @@
 // Package k8s is the Kubernetes provider: each sandbox is a plain Pod whose
-// PID 1 is berth's own agent (providers/k8s/podagent), serving E2B's envd
+// PID 1 is berth's own agent (agent/podagent), serving E2B's envd
 // protocol, or, with BERTH_K8S_MODE=agent-sandbox, a SandboxClaim of
 // kubernetes-sigs/agent-sandbox (see "Agent-sandbox mode"). Import it from
 // the registry's built-in entries; tests run it against the test control
-// plane in internal/k8stest.
+// plane in internal/testing/k8stest.
 //
 // # The pod
 //

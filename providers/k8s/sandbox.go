@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berth-sh/berth/agent/podagent"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/portproxy"
-	"github.com/berth-sh/berth/providers/k8s/podagent"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/internal/localtest"
 	"github.com/berth-sh/berth/internal/syncbuf"
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/localtest"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/k8s"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/berth-sh/berth/providers/k8s/podagent"
+	"github.com/berth-sh/berth/agent/podagent"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/container"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
+	"github.com/berth-sh/berth/providers/local/container"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -60,7 +60,7 @@ func (o Options) agentLaunch(ctx context.Context) (launch, error) {
 		return launch{}, err
 	}
 	if interp == "" {
-		return launch{initBinary: bin, argv: []string{agentinit.BinaryPath}}, nil
+		return launch{initBinary: bin, argv: []string{localagent.BinaryPath}}, nil
 	}
 	libs, err := neededLibs(ctx, interp, bin)
 	if err != nil {
@@ -73,8 +73,8 @@ func (o Options) agentLaunch(ctx context.Context) (launch, error) {
 	}
 	l := launch{
 		initBinary: loader,
-		argv:       []string{loaderPath, "--library-path", libDir, agentinit.BinaryPath},
-		mounts:     []container.Mount{{Source: bin, Target: agentinit.BinaryPath, ReadOnly: true}},
+		argv:       []string{loaderPath, "--library-path", libDir, localagent.BinaryPath},
+		mounts:     []container.Mount{{Source: bin, Target: localagent.BinaryPath, ReadOnly: true}},
 	}
 	for name, host := range libs {
 		l.mounts = append(l.mounts, container.Mount{Source: host, Target: path.Join(libDir, name), ReadOnly: true})

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/imagebuild"
+	"github.com/berth-sh/berth/providers/local/container"
+	"github.com/berth-sh/berth/providers/local/image"
+	"github.com/berth-sh/berth/providers/local/imagebuild"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )

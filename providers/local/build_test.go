@@ -15,9 +15,9 @@ import (
 
 	"github.com/berth-sh/berth/internal/syncbuf"
 
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/imagebuild"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/image"
+	"github.com/berth-sh/berth/providers/local/imagebuild"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/image"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/providers/local"
+	"github.com/berth-sh/berth/providers/local/container"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/container"
+	"github.com/berth-sh/berth/agent/localagent"
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/providers/local/container"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -155,7 +155,7 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 	// The image's and the Spec's environment go to the commands through
 	// the config pipe, never into the init's own environment: LD_PRELOAD
 	// or GODEBUG there would load code into, or steer, the agent itself.
-	cfg, err := agentinit.WriteConfig(agentinit.Config{
+	cfg, err := localagent.WriteConfig(localagent.Config{
 		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir,
 		Env: envMap(img.Config.Env, env),
 	})
@@ -170,7 +170,7 @@ func (p *Provider) start(ctx context.Context, m *meta, run launch, img image.Ima
 		Init:       append(slices.Clone(run.argv), "agent"),
 		InitBinary: run.initBinary,
 		Mounts:     run.mounts,
-		ExtraFiles: []*os.File{ln, cfg}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
+		ExtraFiles: []*os.File{ln, cfg}, // fds 3 and 4: localagent.ListenFD, ConfigFD
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,

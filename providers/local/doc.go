@@ -4,7 +4,7 @@
 // container run by runc over an overlay of the image's layers (package
 // container), and berth's agent (cmd/berth-agent) runs inside as PID 1, serving
 // E2B's envd protocol on a unix socket that stays on the host (package
-// agentinit). Exec and file calls are envd calls on that socket.
+// localagent). Exec and file calls are envd calls on that socket.
 //
 // Importers: package builtin (the registry entry) and the CLI's image verbs
 // (StateDir, RemoveImage). Runners and servers reach it through the
@@ -23,7 +23,7 @@
 //	<state>/sandboxes/<id>/          one sandbox:
 //	    meta.json                    labels, image, created, expires, token, socket
 //	    agent.sock                   the agent's listening socket
-//	    container/                   the container (upper layer, rootfs mount, logs;
+//	    providers/local/container/                   the container (upper layer, rootfs mount, logs;
 //	                                 disk.img and its mount disk/ with a StorageMB)
 //
 // meta.json is written last, when the agent has answered, so a sandbox
@@ -58,7 +58,7 @@
 // and a pids limit (Options.Pids, default 1024). The agent's threads count
 // against the pids limit (about 30): it starts them before it serves, so
 // that commands holding every other pid leave it able to answer (see
-// agentinit's threads.go). StorageMB is a disk of that size
+// localagent's threads.go). StorageMB is a disk of that size
 // (container.Config.DiskBytes, at least 16 MB): the sandbox's upper layer,
 // and the /etc files berth writes for it (hosts, hostname, resolv.conf:
 // writable bind mounts, as in Docker), live on an ext4 file system in a

@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
+	"github.com/berth-sh/berth/providers/local/container"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -23,7 +23,7 @@ import (
 // host's: a kernel bug the seccomp filter lets through is no way out. runsc
 // passes no file descriptors into a container, so the agent gets a host
 // directory of the sandbox's own instead (<sandbox>/run, a small tmpfs,
-// mounted at agentinit.RunDirPath): the provider writes the Config there (root's
+// mounted at localagent.RunDirPath): the provider writes the Config there (root's
 // alone, removed by the agent before anything else runs in the sandbox),
 // and the agent listens on a socket there that runsc makes a real host
 // socket (--host-uds=create). What gVisor does not give: network public
@@ -41,7 +41,7 @@ func isGVisor(runtime string) bool { return filepath.Base(runtime) == "runsc" }
 // socketPath is where the agent of the sandbox in dir listens.
 func (p *Provider) socketPath(dir string) string {
 	if p.rt.IsGVisor() {
-		return filepath.Join(dir, runDir, agentinit.RunSocket)
+		return filepath.Join(dir, runDir, localagent.RunSocket)
 	}
 	return filepath.Join(dir, socketFile)
 }
@@ -64,7 +64,7 @@ func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img ima
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, runDirMount); err != nil {
 		return nil, fmt.Errorf("mount the agent's run directory: %w", err)
 	}
-	err := agentinit.WriteConfigFile(filepath.Join(dir, agentinit.RunConfig), agentinit.Config{
+	err := localagent.WriteConfigFile(filepath.Join(dir, localagent.RunConfig), localagent.Config{
 		Token: m.Token, Deadline: m.Expires, User: who.user, Dir: m.WorkDir, Env: envMap(img.Config.Env, env),
 	})
 	if err != nil {
@@ -74,9 +74,9 @@ func (p *Provider) startGVisor(ctx context.Context, m *meta, run launch, img ima
 		ID:         m.ID,
 		LowerDirs:  img.Layers,
 		Dir:        filepath.Join(p.dir(m.ID), containerDir),
-		Init:       append(slices.Clone(run.argv), "agent", "--run-dir", agentinit.RunDirPath),
+		Init:       append(slices.Clone(run.argv), "agent", "--run-dir", localagent.RunDirPath),
 		InitBinary: run.initBinary,
-		Mounts:     append(slices.Clone(run.mounts), container.Mount{Source: dir, Target: agentinit.RunDirPath}),
+		Mounts:     append(slices.Clone(run.mounts), container.Mount{Source: dir, Target: localagent.RunDirPath}),
 		Cwd:        m.WorkDir,
 		User:       who.agent,
 		Limits:     lim,

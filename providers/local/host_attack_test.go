@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/agent/pid1"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandboxinit"
 )
 
 // Attacks on the host through what berth does for a sandbox, and on the
@@ -105,7 +105,7 @@ func TestAttackPID1(t *testing.T) {
 	if got := sh(t, sb, "echo alive"); got != "alive" {
 		t.Fatalf("after the attacks: %q", got)
 	}
-	dl, err := sandboxinit.GetDeadline(testCtx(t), filepath.Join(stateDir, "sandboxes", sb.ID(), "agent.sock"), sandboxToken(t, sb.ID()))
+	dl, err := pid1.GetDeadline(testCtx(t), filepath.Join(stateDir, "sandboxes", sb.ID(), "agent.sock"), sandboxToken(t, sb.ID()))
 	if left := time.Until(dl); err != nil || left < 50*time.Minute || left > time.Hour {
 		t.Errorf("the agent's deadline is %v away (%v), want the hour the host set", left, err)
 	}

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/image/seed"
+	"github.com/berth-sh/berth/providers/local/image"
+	"github.com/berth-sh/berth/providers/local/image/seed"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/nettest"
-	"github.com/berth-sh/berth/internal/testimage"
+	"github.com/berth-sh/berth/internal/testing/nettest"
+	"github.com/berth-sh/berth/internal/testing/testimage"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/sandbox"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/nettest"
+	"github.com/berth-sh/berth/internal/testing/nettest"
 	"github.com/berth-sh/berth/sandbox"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 

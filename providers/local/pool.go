@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
-	"github.com/berth-sh/berth/image"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
+	"github.com/berth-sh/berth/providers/local/container"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -273,7 +273,7 @@ const blankDir = "blank"
 // so that the filler counts a member ready only when it is, and starts the
 // next one only then.
 func waitConfigRead(ctx context.Context, pid int) {
-	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, agentinit.ConfigFD)
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, localagent.ConfigFD)
 	tasks := fmt.Sprintf("/proc/%d/task", pid)
 	deadline := time.Now().Add(agentReadyTimeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -313,7 +313,7 @@ func (p *Provider) startMember(ctx context.Context, mb *member, run launch, k po
 		Init:       append(slices.Clone(run.argv), "agent"),
 		InitBinary: run.initBinary,
 		Mounts:     run.mounts,
-		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: agentinit.ListenFD, ConfigFD
+		ExtraFiles: []*os.File{ln, r}, // fds 3 and 4: localagent.ListenFD, ConfigFD
 		Limits:     container.Limits{Pids: p.opts.Pids},
 		Network:    k.network,
 		DiskBytes:  k.disk,
@@ -368,8 +368,8 @@ func (p *Provider) fromPool(ctx context.Context, r poolRequest) *sandboxHandle {
 	// The agent started with no image: the image's environment comes
 	// with the Spec's, as a cold start has both in the init's.
 	env := envMap(r.img.Config.Env, r.spec.Env)
-	cfg := agentinit.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: env}
-	b, err := agentinit.EncodeConfig(cfg)
+	cfg := localagent.Config{Token: token, Deadline: now.Add(r.spec.TTL).UTC(), User: r.who.user, Dir: r.workDir, Env: env}
+	b, err := localagent.EncodeConfig(cfg)
 	if err != nil {
 		return nil // Create's own path reports it
 	}

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/agent/localagent"
 	"github.com/berth-sh/berth/internal/portproxy"
-	"github.com/berth-sh/berth/providers/local/agentinit"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -32,8 +32,8 @@ type ports struct {
 	forwards map[*forwarding]struct{}
 }
 
-func (h *sandboxHandle) agentPorts() agentinit.PortClient {
-	return agentinit.PortClient{Socket: h.socket, Token: h.token}
+func (h *sandboxHandle) agentPorts() localagent.PortClient {
+	return localagent.PortClient{Socket: h.socket, Token: h.token}
 }
 
 // DialPort connects to the port through the agent's socket: the agent
@@ -95,7 +95,7 @@ func (h *sandboxHandle) closePorts() {
 // carried for it.
 type forwarding struct {
 	h    *sandboxHandle
-	al   *agentinit.AgentListener
+	al   *localagent.AgentListener
 	addr string
 	done chan struct{}
 	wg   sync.WaitGroup

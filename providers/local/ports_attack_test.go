@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/nettest"
-	"github.com/berth-sh/berth/providers/local/agentinit"
+	"github.com/berth-sh/berth/agent/localagent"
+	"github.com/berth-sh/berth/internal/testing/nettest"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -220,7 +220,7 @@ func TestAttackAgentPortRoutes(t *testing.T) {
 	ctx := testCtx(t)
 	sb := create(t, p, sandbox.Spec{})
 	socket := agentSocket(t, sb.ID())
-	bad := agentinit.PortClient{Socket: socket, Token: strings.Repeat("0", 64)}
+	bad := localagent.PortClient{Socket: socket, Token: strings.Repeat("0", 64)}
 	if c, err := bad.Dial(ctx, 8000); sandbox.ClassOf(err) != sandbox.Unauthenticated {
 		if c != nil {
 			c.Close()
@@ -236,7 +236,7 @@ func TestAttackAgentPortRoutes(t *testing.T) {
 	if out := sh(t, sb, "cat /proc/net/tcp | awk '$4 == \"0A\"' | wc -l"); out != "0" {
 		t.Errorf("a refused listen left %s listening sockets", out)
 	}
-	good := agentinit.PortClient{Socket: socket, Token: sandboxToken(t, sb.ID())}
+	good := localagent.PortClient{Socket: socket, Token: sandboxToken(t, sb.ID())}
 	if c, err := good.Accept(ctx, strings.Repeat("ab", 16)); sandbox.ClassOf(err) != sandbox.NotFound {
 		if c != nil {
 			c.Close()

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/testbin"
+	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/sandbox"
 )
 

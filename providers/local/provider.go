@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/image"
+	"github.com/berth-sh/berth/providers/local/container"
+	"github.com/berth-sh/berth/providers/local/image"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )

@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/agent/pid1"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
-	"github.com/berth-sh/berth/sandboxinit"
 )
 
 var (
@@ -98,7 +98,7 @@ func (h *sandboxHandle) SetTimeout(ctx context.Context, d time.Duration) error {
 		return errdefs.Errorf(errdefs.InvalidArgument, "timeout %v is not positive", d)
 	}
 	t := time.Now().Add(d)
-	if err := sandboxinit.SetDeadline(ctx, h.socket, h.token, t); err != nil {
+	if err := pid1.SetDeadline(ctx, h.socket, h.token, t); err != nil {
 		return h.gone(err)
 	}
 	m, err := h.p.readMeta(h.id)

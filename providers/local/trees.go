@@ -4,19 +4,19 @@ import (
 	"context"
 	"io"
 
+	"github.com/berth-sh/berth/agent/localagent"
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/providers/local/agentinit"
 )
 
 // Trees move as one tar stream through the agent's own route
-// (agentinit.TreePath) on the sandbox's socket: the agent is PID 1 in the
+// (localagent.TreePath) on the sandbox's socket: the agent is PID 1 in the
 // sandbox's mount namespace, so it reads and writes the sandbox's view of
 // its files, as the sandbox's default user, with no process started and
 // no tar needed in the image. A symlink planted in the sandbox leads
 // nowhere outside it.
 
-func (h *sandboxHandle) trees() agentinit.TreeClient {
-	return agentinit.TreeClient{HTTP: h.http, BaseURL: envd.UnixBaseURL, Token: h.token}
+func (h *sandboxHandle) trees() localagent.TreeClient {
+	return localagent.TreeClient{HTTP: h.http, BaseURL: envd.UnixBaseURL, Token: h.token}
 }
 
 // UploadTar unpacks the stream into dir inside the sandbox.

@@ -3,8 +3,8 @@ package local
 import (
 	"strings"
 
-	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/internal/passwd"
+	"github.com/berth-sh/berth/providers/local/container"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 

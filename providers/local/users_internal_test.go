@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth/container"
 	"github.com/berth-sh/berth/internal/passwd"
+	"github.com/berth-sh/berth/providers/local/container"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 

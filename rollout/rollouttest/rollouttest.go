@@ -19,7 +19,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/internal/qwen3test"
+	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/serve/apikeys"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/tartest"
+	"github.com/berth-sh/berth/internal/testing/tartest"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
 )

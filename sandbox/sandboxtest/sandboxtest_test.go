@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestNativeTrees runs the suite against the fake provider with
 // driver.TreeUploader and TreeDownloader, so Upload and Download take the
-// driver path, links included. internal/fakeprovider runs the fallback path.
+// driver path, links included. internal/testing/fakeprovider runs the fallback path.
 func TestNativeTrees(t *testing.T) {
 	sandboxtest.Run(t, fakeHarness(fakeprovider.Options{StateDir: t.TempDir(), NativeTrees: true}))
 }

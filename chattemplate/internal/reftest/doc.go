@@ -2,7 +2,7 @@
 // against the two chat-template references: Python jinja2 configured as
 // transformers' apply_chat_template configures it (the renderer whose text
 // the trainer tokenizes; testdata/jinja2ref.py of package chattemplate) and
-// @huggingface/jinja (internal/hfref). It holds the fidelity corpus of
+// @huggingface/jinja (internal/testing/hfref). It holds the fidelity corpus of
 // conversations with tool calls and the mismatch count.
 //
 // Who imports it: the tests of chattemplate and chattemplate/jinja, and the

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // Case is one rendering: a template source and its variables as JSON, the
@@ -75,7 +75,7 @@ func Python(t testing.TB, cases []Case) []Answer {
 	return answers
 }
 
-// JS renders cases with @huggingface/jinja (internal/hfref's render mode).
+// JS renders cases with @huggingface/jinja (internal/testing/hfref's render mode).
 func JS(t testing.TB, cases []Case) []Answer {
 	t.Helper()
 	var answers []Answer

@@ -14,7 +14,7 @@ import (
 
 	"github.com/berth-sh/berth/chattemplate/internal/reftest"
 	"github.com/berth-sh/berth/chattemplate/jinja"
-	"github.com/berth-sh/berth/internal/hfref"
+	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // corpus is one family of cases.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
-	"github.com/berth-sh/berth/internal/fakeprovider"
+	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/sandbox"
 )

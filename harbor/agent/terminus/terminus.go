@@ -10,7 +10,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/agent/llm"
-	"github.com/berth-sh/berth/harbor/agent/shell"
+	"github.com/berth-sh/berth/harbor/agent/shellsession"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -113,7 +113,7 @@ const (
 
 // Run implements agent.Agent.
 func (a *Agent) Run(ctx context.Context, env agent.Env) (err error) {
-	sh, err := shell.Open(ctx, env.Sandbox, shell.Options{Mode: a.o.Shell, Dir: env.Task.Workdir, MaxOutput: a.o.ObservationBytes})
+	sh, err := shellsession.Open(ctx, env.Sandbox, shellsession.Options{Mode: a.o.Shell, Dir: env.Task.Workdir, MaxOutput: a.o.ObservationBytes})
 	if err != nil {
 		a.setEnd(EndSandboxError)
 		return &agent.SandboxError{Err: err}
@@ -161,7 +161,7 @@ func (a *Agent) setEnd(e string) {
 // loop is one run's conversation.
 type loop struct {
 	a       *Agent
-	sh      shell.Session
+	sh      shellsession.Session
 	msgs    []llm.Message
 	usedTok int64 // prompt + completion tokens of the last turn
 	confirm bool  // the last reply marked the task complete
@@ -288,7 +288,7 @@ func (l *loop) execute(ctx context.Context, r *Reply) (string, []string, error) 
 			idle = ok
 		case ctx.Err() != nil:
 			return "", nil, ctx.Err()
-		case errors.Is(err, shell.ErrKey):
+		case errors.Is(err, shellsession.ErrKey):
 			notes = append(notes, fmt.Sprintf("command %d was not sent: %v", i+1, err))
 		default:
 			return "", nil, &agent.SandboxError{Err: err}

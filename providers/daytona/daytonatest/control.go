@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 // Sandbox states, as Daytona spells them.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 func (s *Server) lifecycleRoutes(mux *http.ServeMux) {

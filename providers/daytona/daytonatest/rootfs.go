@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"sync"
 
-	"github.com/berth-sh/berth/image/seed"
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
+	"github.com/berth-sh/berth/providers/local/image/seed"
 )
 
 // Available reports why commands cannot run here (an empty string means

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/berth-sh/berth/image/seed"
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
+	"github.com/berth-sh/berth/providers/local/image/seed"
 )
 
 // Busybox finds a static busybox for Options.Busybox, or says why chroot

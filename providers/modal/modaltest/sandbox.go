@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 // sandbox is one V2 sandbox: a directory tree and the commands run in it.

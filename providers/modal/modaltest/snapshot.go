@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/berth-sh/berth/internal/busyroot"
+	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 // TaskSnapshotFilesystem saves a running sandbox's tree as a new image,
