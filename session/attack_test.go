@@ -84,9 +84,10 @@ func TestAttackBodyOverLimitRefusedUnread(t *testing.T) {
 // TestAttackHugeBodyUnderLimit is the body: 29 MB of text in one
 // message, under the body limit and far over the session's 1 Mi tokens.
 // On 5553f78 it was all parsed, rendered and tokenized (7.6 million ids)
-// before the count was checked: the heap grew by 650 MB. Now tokenizing
-// stops at the limit, and the heap grows by less than 14 times the body
-// (about 330 MB: parsing and rendering it still cost that).
+// before the count was checked: the heap grew by 530 MB (heaptest's
+// reading, the collector kept close behind). Now tokenizing stops at the
+// limit, and the heap grows by less than 10 times the body (about 180 MB:
+// parsing and rendering it still cost that).
 func TestAttackHugeBodyUnderLimit(t *testing.T) {
 	e := newEnv(t, agentScript(func(testengine.Call) string { return "x" }), testengine.Options{}, nil)
 	id := e.create()
@@ -100,7 +101,7 @@ func TestAttackHugeBodyUnderLimit(t *testing.T) {
 		t.Fatalf("%d %s", status, reply)
 	}
 	t.Logf("a %d MB body: the heap grew %d MB", len(body)>>20, grew>>20)
-	if grew > 14*uint64(len(body)) {
+	if grew > 10*uint64(len(body)) {
 		t.Errorf("a %d MB body grew the heap %d MB", len(body)>>20, grew>>20)
 	}
 	// The session is as it was: the next turn is its first.
