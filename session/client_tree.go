@@ -129,17 +129,42 @@ func (c *Client) AbortAll(ctx context.Context, reason string) (int, error) {
 	return r.Aborted, nil
 }
 
+// Aborted reports whether the session is aborted, and why.
+func (c *Client) Aborted(ctx context.Context, id string) (string, bool, error) {
+	return c.abortState(ctx, id, 0)
+}
+
+func (c *Client) abortState(ctx context.Context, id string, wait time.Duration) (string, bool, error) {
+	path := "/sessions/" + id + "/abort"
+	if wait > 0 {
+		path += "?wait=" + strconv.Itoa(int(wait/time.Second))
+	}
+	data, err := c.do(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return "", false, err
+	}
+	var r struct {
+		Aborted bool   `json:"aborted"`
+		Reason  string `json:"reason"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "", false, fmt.Errorf("session server: bad abort reply: %w", err)
+	}
+	return r.Reason, r.Aborted, nil
+}
+
 // WaitAbort waits until the session is aborted and returns the reason. It
 // returns ctx's error when ctx ends first, and the server's (NotFound once
 // the session is deleted) when asking fails; a failed ask is tried again
 // after a second while the error is transient.
 func (c *Client) WaitAbort(ctx context.Context, id string) (string, error) {
-	path := "/sessions/" + id + "/abort?wait=" + strconv.Itoa(int(MaxAbortWait/time.Second))
 	for {
-		data, err := c.do(ctx, http.MethodGet, path, nil, "")
+		reason, aborted, err := c.abortState(ctx, id, MaxAbortWait)
 		switch {
 		case ctx.Err() != nil:
 			return "", ctx.Err()
+		case aborted:
+			return reason, nil
 		case err != nil && !errdefs.Retryable(err):
 			return "", err
 		case err != nil:
@@ -150,17 +175,6 @@ func (c *Client) WaitAbort(ctx context.Context, id string) (string, error) {
 				return "", ctx.Err()
 			case <-t.C:
 			}
-			continue
-		}
-		var r struct {
-			Aborted bool   `json:"aborted"`
-			Reason  string `json:"reason"`
-		}
-		if err := json.Unmarshal(data, &r); err != nil {
-			return "", fmt.Errorf("session server: bad abort reply: %w", err)
-		}
-		if r.Aborted {
-			return r.Reason, nil
 		}
 	}
 }
