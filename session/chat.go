@@ -53,8 +53,10 @@ func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, err
 	return t, nil
 }
 
-// errGone is a session deleted before its turn was prepared.
+// errGone is a session deleted before its turn was prepared (404).
 var errGone = errors.New("session not found")
+
+func gone(id string) error { return fmt.Errorf("%w: session_id=%s", errGone, id) }
 
 // position is where a prepared turn commits: for a linear session, the
 // number of generated turns it expects to find; for a tree, the node it
@@ -85,7 +87,7 @@ func (s *Server) prepare(sess *session, body []byte, anthropic bool) (t *turnReq
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.closing.Load() {
-		return nil, nil, pos, errGone
+		return nil, nil, pos, gone(sess.id)
 	}
 	if sess.tree != nil {
 		if t.messages, err = sess.tree.ParseRequest(sess.branch, t.raw); err == nil {
@@ -127,11 +129,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
 		return
 	}
 	s.metrics.prepare.Observe(time.Since(start).Seconds())
-	switch {
-	case errors.Is(err, errGone):
-		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
-		return
-	case err != nil:
+	if err != nil {
 		s.refuse(w, err)
 		return
 	}
@@ -227,13 +225,15 @@ func (s *Server) record(start time.Time, r *http.Request, t *turnRequest, prompt
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// refuse writes a classed error: 400 invalid, 409 a generation cut short,
-// 410 an aborted session, 500 tokenization (with the first differing
+// refuse writes a classed error: 400 invalid, 404 a session gone, 409 a
+// generation cut short, 410 an aborted session, 500 tokenization (with the first differing
 // position of a broken prefix), 502 upstream.
 func (s *Server) refuse(w http.ResponseWriter, err error) {
 	var pe *tito.PrefixError
 	var ae *AbortedError
 	switch {
+	case errors.Is(err, errGone):
+		writeError(w, http.StatusNotFound, err.Error())
 	case errors.As(err, &ae):
 		s.metrics.turns.WithLabelValues("aborted").Inc()
 		writeJSON(w, http.StatusGone, map[string]any{"error": err.Error(), "aborted": true, "abort_reason": ae.Reason})

@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,16 +103,12 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	sess.mu.Lock()
 	var b *tito.Branch
 	if sess.closing.Load() {
-		err = errGone
+		err = gone(sess.id)
 	} else {
 		b, err = sess.tree.Fork(sess.branch, *req.Turn, newID())
 	}
 	sess.mu.Unlock()
-	switch {
-	case errors.Is(err, errGone):
-		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
-		return
-	case err != nil:
+	if err != nil {
 		s.refuse(w, err)
 		return
 	}

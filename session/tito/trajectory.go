@@ -90,14 +90,20 @@ func (t *Trajectory) NumAssistant() int { return len(t.ends) }
 // the same index when the JSON is byte for byte the stored one (clients
 // resend their history verbatim, so only new messages cost a parse).
 func (t *Trajectory) ParseRequest(raws []json.RawMessage, m Matcher) ([]Message, error) {
+	return parseMessages(raws, t.messages, func(i int, raw json.RawMessage) bool {
+		a, ok := t.alias[i]
+		return ok && a.m == m && bytes.Equal(raw, a.raw)
+	})
+}
+
+// parseMessages parses raws, taking stored[i] for a raw that is its JSON
+// or that alias(i, raw) says spells it.
+func parseMessages(raws []json.RawMessage, stored []Message, alias func(int, json.RawMessage) bool) ([]Message, error) {
 	out := make([]Message, len(raws))
 	for i, raw := range raws {
-		if i < len(t.messages) {
-			a, ok := t.alias[i]
-			if bytes.Equal(raw, t.messages[i].Raw) || (ok && a.m == m && bytes.Equal(raw, a.raw)) {
-				out[i] = t.messages[i]
-				continue
-			}
+		if i < len(stored) && (bytes.Equal(raw, stored[i].Raw) || alias(i, raw)) {
+			out[i] = stored[i]
+			continue
 		}
 		m, err := ParseMessage(raw)
 		if err != nil {

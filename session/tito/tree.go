@@ -1,7 +1,6 @@
 package tito
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -241,20 +240,7 @@ func (t *Tree) attach(b *Branch, req []Message, m Matcher) *Node {
 // ParseRequest parses a request's messages, reusing b's stored message at
 // the same index when the JSON is byte for byte the stored one.
 func (t *Tree) ParseRequest(b *Branch, raws []json.RawMessage) ([]Message, error) {
-	stored := b.Active.Messages()
-	out := make([]Message, len(raws))
-	for i, raw := range raws {
-		if i < len(stored) && bytes.Equal(raw, stored[i].Raw) {
-			out[i] = stored[i]
-			continue
-		}
-		m, err := ParseMessage(raw)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		out[i] = m
-	}
-	return out, nil
+	return parseMessages(raws, b.Active.Messages(), func(int, json.RawMessage) bool { return false })
 }
 
 // Prepare positions b for a request and returns the node it attaches at
