@@ -199,12 +199,16 @@ func (s *Server) writePayload(w http.ResponseWriter, r *http.Request, sess *sess
 		s.metrics.mismatches.WithLabelValues(t).Add(float64(n))
 	}
 	if wantsJSON(r) {
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.WriteHeader(http.StatusOK)
-		samples.WriteJSONLines(w, p, samples.LineInfo{SessionID: sess.id, Counters: md.MismatchCounts, TokenText: func(id int) string {
+		info := samples.LineInfo{SessionID: sess.id, Counters: md.MismatchCounts, TokenText: func(id int) string {
 			t, _ := s.opts.Codec.Tok.Decode([]int{id}, false)
 			return t
-		}})
+		}}
+		if p.V2 {
+			p, info.Counters = leafCounters(p), nil
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		samples.WriteJSONLines(w, p, info)
 		return
 	}
 	data, err := samples.EncodeSafetensors(p)
@@ -215,6 +219,23 @@ func (s *Server) writePayload(w http.ResponseWriter, r *http.Request, sess *sess
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	w.Write(data)
+}
+
+// leafCounters is a tree's payload with each leaf's own mismatch counts
+// where JSON lines readers (berth view) look: metadata.tito_mismatch.
+func leafCounters(p *samples.Payload) *samples.Payload {
+	out := *p
+	out.Samples = make([]samples.Sample, len(p.Samples))
+	for i, smp := range p.Samples {
+		md := make(map[string]any, len(smp.Metadata)+1)
+		for k, v := range smp.Metadata {
+			md[k] = v
+		}
+		md["tito_mismatch"] = smp.Metadata["mismatch_counts"]
+		smp.Metadata = md
+		out.Samples[i] = smp
+	}
+	return &out
 }
 
 func wantsJSON(r *http.Request) bool {

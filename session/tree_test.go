@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/session/samples"
 	"github.com/berth-sh/berth/session/testengine"
 )
@@ -193,6 +194,19 @@ func TestTreeForkAtTurnTwo(t *testing.T) {
 	sess := e.srv.sessions[root]
 	if got, want := sess.tree.Stored(), len(rs.Tokens)+len(fs.Tokens)-tree.Nodes[1].NumTokens; got != want {
 		t.Errorf("the tree holds %d ids, want %d", got, want)
+	}
+
+	// As JSON lines, berth view's reader takes both leaves, each with its
+	// own counters, the gated ones 0.
+	_, _, jl := e.samplesRaw(t, root, `{}`, "application/x-ndjson")
+	sf, err := results.ReadSamples(t.Context(), bytes.NewReader(jl))
+	if err != nil || len(sf.Samples) != 2 || len(sf.Errors) != 0 {
+		t.Fatalf("berth view's reader: %v %+v", err, sf)
+	}
+	for _, smp := range sf.Samples {
+		if c := smp.TITOCounters(); len(c) != 4 || c[0].Bad || c[1].Bad || c[2].Bad || len(smp.Problems) != 0 {
+			t.Errorf("counters %+v, problems %v", c, smp.Problems)
+		}
 	}
 
 	// Deleting the first session leaves the tree to the fork.

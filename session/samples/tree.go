@@ -15,7 +15,9 @@ import (
 // truncate away is dropped. Then the pick hook (DropRetries) drops the
 // leaves a retry superseded, and the post-process hook (Finish) gives each
 // shared completion's loss mask to one leaf, lays the agent's metadata
-// under the server's, and sets the agent's reward.
+// under the server's, and sets the agent's reward. Miles lets
+// --session-sample-picker-path and --session-sample-postprocessor-path
+// name other Python hooks; berth has these defaults.
 
 // TreeNode is a row of the tree's node table ("tree"."nodes"): id and seq
 // are the commit order; completion_span is where the turn's output lies
