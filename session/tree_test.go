@@ -195,6 +195,11 @@ func TestTreeForkAtTurnTwo(t *testing.T) {
 	if got, want := sess.tree.Stored(), len(rs.Tokens)+len(fs.Tokens)-tree.Nodes[1].NumTokens; got != want {
 		t.Errorf("the tree holds %d ids, want %d", got, want)
 	}
+	snapshots := 0 // what a node holding its whole path (Miles's) would hold
+	for _, n := range tree.Nodes {
+		snapshots += n.NumTokens
+	}
+	t.Logf("leaves of %d and %d ids sharing %d: the tree holds %d (whole-path snapshots: %d)", len(rs.Tokens), len(fs.Tokens), tree.Nodes[1].NumTokens, sess.tree.Stored(), snapshots)
 
 	// As JSON lines, berth view's reader takes both leaves, each with its
 	// own counters, the gated ones 0.
