@@ -29,6 +29,18 @@
 // recorded nothing gets one empty ABORTED sample: no trial is dropped
 // silently. A reply cut at the context makes the sample TRUNCATED.
 //
+// A rollout stops early on Ctrl-C (its context), at Config.MaxSamples
+// samples that are not ABORTED (Miles's oversampling abort; Run returns no
+// error then, rollout.json says "stopped"), or, trial by trial, when a
+// trainer aborts the trial's session on the session server (Miles's agent
+// abort hook: POST /abort, or /flush with its session_server_instance_id).
+// Each trial runs under a context of its own (job.TrialContexter) that a
+// watcher of its session ends at the abort; whatever ends it, the session
+// is aborted at once (the in-flight turn's engine call is cancelled, its
+// commit skipped), the agent and the verifier stop, the sandbox is torn
+// down, and the samples are ABORTED with abort_reason "CancelledError:
+// <cause>" (abort.go).
+//
 // The job's rollout.json sums the samples up: statuses, exit statuses,
 // mean reward, and the TITO mismatch rates (the share of samples whose
 // session has at least one mismatch of a type) that Miles's CI gate

@@ -42,6 +42,10 @@ type Config struct {
 	MaxSeqLen int
 	// Strict fails the run when a gated TITO mismatch rate is not 0.
 	Strict bool
+	// MaxSamples, when above 0, ends the rollout once this many samples
+	// that are not ABORTED are collected (Miles's oversampling abort): the
+	// trials still running are cancelled, their samples ABORTED.
+	MaxSamples int
 }
 
 // Options are what a rollout needs besides its Config.
@@ -82,8 +86,13 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	if err := check(ctx, &cfg, opts); err != nil {
 		return nil, err
 	}
-	h := &hooks{cfg: cfg, opts: opts}
-	jres, sum, err := job.Run(ctx, cfg.Job, job.Options{Registry: opts.Registry, Env: opts.Env, Events: opts.Events, Logger: opts.Logger, Hooks: h})
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	h := &hooks{cfg: cfg, opts: opts, enough: &stopped{max: cfg.MaxSamples, stop: stop}}
+	jres, sum, err := job.Run(rctx, cfg.Job, job.Options{Registry: opts.Registry, Env: opts.Env, Events: opts.Events, Logger: opts.Logger, Hooks: h})
+	if cause := context.Cause(rctx); ctx.Err() == nil && errors.Is(cause, ErrMaxSamples) {
+		err = nil // the rollout has what it was asked for
+	}
 	if sum == nil {
 		return nil, err
 	}
@@ -91,6 +100,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	rs, serr := summarize(sum.Dir, cfg.Strict)
 	if serr != nil {
 		return res, errors.Join(err, serr)
+	}
+	if cause := context.Cause(rctx); errors.Is(cause, ErrMaxSamples) {
+		rs.Stopped = cause.Error()
 	}
 	res.Rollout = rs
 	if werr := atomicfile.WriteJSON(filepath.Join(sum.Dir, SummaryFile), rs); werr != nil {
@@ -104,14 +116,16 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 
 // hooks open a session per trial attempt and collect it after.
 type hooks struct {
-	cfg  Config
-	opts Options
+	cfg    Config
+	opts   Options
+	enough *stopped
 }
 
 // sessionAgent is the trial's agent with the session it talks to.
 type sessionAgent struct {
 	reportingAgent
 	session string
+	ended   func(context.Context) // after Run (TrialContext sets it)
 }
 
 // reportingAgent is what both agents of a rollout are.
@@ -138,9 +152,12 @@ func (h *hooks) Agent(ctx context.Context, t job.TrialInfo) (agent.Agent, error)
 // write the samples with the trial's outcome. It does not depend on ctx:
 // a cancelled rollout still closes its sessions.
 func (h *hooks) Finished(ctx context.Context, t job.TrialInfo, ag agent.Agent, r *trial.Result) {
+	o := outcomeOf(r)
+	if reason := cancelCause(ctx, r); reason != "" {
+		o.abortReason = reason
+	}
 	ctx = context.WithoutCancel(ctx)
 	sa, _ := ag.(*sessionAgent)
-	o := outcomeOf(r)
 	var p *samplesPayload
 	if sa != nil {
 		sctx, cancel := context.WithTimeout(ctx, collectTimeout)
@@ -156,6 +173,9 @@ func (h *hooks) Finished(ctx context.Context, t job.TrialInfo, ag agent.Agent, r
 	}
 	if err := writeSamples(t.Dir, p, harborInfo(r, o), h.opts.TokenText); err != nil && h.opts.Logger != nil {
 		h.opts.Logger.Error("writing samples", "trial", t.Name, "error", err)
+	}
+	if o.abortReason == "" && p != nil && p.p != nil && !r.Retryable() {
+		h.enough.add(len(p.p.Samples))
 	}
 }
 

@@ -41,7 +41,10 @@ type Summary struct {
 	// StrictFailures say why the strict gate failed (empty when it passed
 	// or was not asked for).
 	StrictFailures []string `json:"strict_failures,omitempty"`
-	Dir            string   `json:"dir"`
+	// Stopped says why the rollout ended before its last trial (max
+	// samples reached).
+	Stopped string `json:"stopped,omitempty"`
+	Dir     string `json:"dir"`
 }
 
 // Aborted is a trial whose samples were marked ABORTED, and why.
@@ -167,6 +170,9 @@ func (s *Summary) Print(w io.Writer) {
 	}
 	for _, f := range s.StrictFailures {
 		fmt.Fprintf(w, "strict gate: %s\n", f)
+	}
+	if s.Stopped != "" {
+		fmt.Fprintf(w, "stopped: %s\n", s.Stopped)
 	}
 }
 

@@ -53,40 +53,56 @@ func (s *Server) parseTurn(fields map[string]json.RawMessage) (*turnRequest, err
 	return t, nil
 }
 
-// errGone is a session deleted before its turn was prepared.
+// errGone is a session deleted before its turn was prepared (404).
 var errGone = errors.New("session not found")
 
+func gone(id string) error { return fmt.Errorf("%w: session_id=%s", errGone, id) }
+
+// position is where a prepared turn commits: for a linear session, the
+// number of generated turns it expects to find; for a tree, the node it
+// attached at.
+type position struct {
+	expected int
+	parent   *tito.Node
+}
+
 // prepare parses a turn's body and prepares its prompt ids under the
-// session's lock; expected is the session's generated turns after it.
-func (s *Server) prepare(sess *session, body []byte, anthropic bool) (t *turnRequest, prompt []int, expected int, err error) {
+// session's lock.
+func (s *Server) prepare(sess *session, body []byte, anthropic bool) (t *turnRequest, prompt []int, pos position, err error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, nil, 0, fmt.Errorf("%w: invalid JSON body", tito.ErrInvalid)
+		return nil, nil, pos, fmt.Errorf("%w: invalid JSON body", tito.ErrInvalid)
 	}
 	matcher := s.opts.Matcher
 	if anthropic {
-		matcher = tito.LooseToolCall // our own conversion re-serializes tool arguments
+		matcher = matcher.AtLeast(tito.LooseToolCall) // our own conversion re-serializes tool arguments
 		if fields, err = fromAnthropic(fields); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, pos, err
 		}
 	}
 	if t, err = s.parseTurn(fields); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, pos, err
 	}
 	t.anthropic = anthropic
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.closing.Load() {
-		return nil, nil, 0, errGone
+		return nil, nil, pos, gone(sess.id)
+	}
+	if sess.tree != nil {
+		if t.messages, err = sess.tree.ParseRequest(sess.branch, t.raw); err == nil {
+			pos.parent, prompt, err = sess.tree.Prepare(s.opts.Codec, sess.branch, t.messages, t.tools, t.kwargs, matcher)
+		}
+		return t, prompt, pos, err
 	}
 	before := sess.traj.NumAssistant()
 	if t.messages, err = sess.traj.ParseRequest(t.raw, matcher); err == nil {
 		prompt, err = sess.traj.Prepare(s.opts.Codec, t.messages, t.tools, t.kwargs, matcher)
 	}
-	if expected = sess.traj.NumAssistant(); expected < before {
+	if pos.expected = sess.traj.NumAssistant(); pos.expected < before {
 		s.metrics.rollbacks.Inc()
 	}
-	return t, prompt, expected, err
+	return t, prompt, pos, err
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
@@ -96,29 +112,36 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
 		return
 	}
 	defer release()
+	// The turn's context ends when the client goes or the session is
+	// aborted: the engine call is cancelled with it.
+	ctx, endTurn, err := sess.ab.begin(r.Context())
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	defer endTurn()
 	var t *turnRequest
 	var prompt []int
-	var expected int
-	var err error
-	if werr := s.bounds.tokenize(r.Context(), int64(len(body)), func() { t, prompt, expected, err = s.prepare(sess, body, anthropic) }); werr != nil {
+	var pos position
+	if werr := s.bounds.tokenize(ctx, int64(len(body)), func() { t, prompt, pos, err = s.prepare(sess, body, anthropic) }); werr != nil {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "gave up waiting to tokenize: "+werr.Error())
 		return
 	}
 	s.metrics.prepare.Observe(time.Since(start).Seconds())
-	switch {
-	case errors.Is(err, errGone):
-		writeError(w, http.StatusNotFound, "session not found: session_id="+sess.id)
-		return
-	case err != nil:
+	if err != nil {
 		s.refuse(w, err)
 		return
 	}
 
 	// The engine call, without the lock.
 	up := time.Now()
-	comp, err := s.opts.Engine.Chat(r.Context(), &engine.Request{Body: t.fields, PromptIDs: prompt, RoutingKey: sess.id})
+	comp, err := s.opts.Engine.Chat(ctx, &engine.Request{Body: t.fields, PromptIDs: prompt, RoutingKey: sess.id})
 	s.metrics.upstream.Observe(time.Since(up).Seconds())
+	if aerr := sess.ab.err(); aerr != nil {
+		s.refuse(w, aerr) // cancelled by the abort, or answered after it: not recorded
+		return
+	}
 	if err != nil {
 		s.metrics.turns.WithLabelValues("upstream_error").Inc()
 		writeError(w, http.StatusBadGateway, err.Error())
@@ -130,29 +153,45 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, anthropic bool) {
 		return
 	}
 	rec, asst, err := s.record(start, r, t, prompt, comp)
-	if err != nil {
-		s.refuse(w, err)
-		return
+	if err == nil {
+		err = s.commit(sess, t, pos, asst, rec, comp)
 	}
-
-	// Commit under the lock.
-	sess.mu.Lock()
-	switch {
-	case sess.closing.Load() || sess.traj.NumAssistant() != expected:
-		s.opts.Logger.Warn("session changed during the engine call; turn not recorded", "session", sess.id)
-		s.metrics.turns.WithLabelValues("skipped").Inc()
-	default:
-		err = sess.traj.Commit(t.messages, asst, rec, s.opts.Codec.MaxTrimTokens())
-		if err == nil {
-			s.metrics.turns.WithLabelValues("committed").Inc()
-		}
-	}
-	sess.mu.Unlock()
 	if err != nil {
 		s.refuse(w, err)
 		return
 	}
 	s.respond(w, t, comp)
+}
+
+// commit records a turn under the session's lock, unless the session was
+// closed or aborted meanwhile (or, for a linear one, changed).
+func (s *Server) commit(sess *session, t *turnRequest, pos position, asst tito.Message, rec tito.Record, comp *engine.Completion) error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	var err error
+	switch {
+	case sess.ab.err() != nil:
+		return sess.ab.err()
+	case sess.closing.Load() || (sess.tree == nil && sess.traj.NumAssistant() != pos.expected):
+		s.opts.Logger.Warn("session changed during the engine call; turn not recorded", "session", sess.id)
+		s.metrics.turns.WithLabelValues("skipped").Inc()
+		return nil
+	case sess.tree != nil:
+		_, err = sess.tree.Commit(sess.branch, pos.parent, t.messages, asst, rec, s.opts.Codec.MaxTrimTokens(), responseID(comp))
+	default:
+		err = sess.traj.Commit(t.messages, asst, rec, s.opts.Codec.MaxTrimTokens())
+	}
+	if err == nil {
+		s.metrics.turns.WithLabelValues("committed").Inc()
+	}
+	return err
+}
+
+// responseID is the engine reply's id ("" when it has none).
+func responseID(c *engine.Completion) string {
+	var id string
+	json.Unmarshal(c.Response["id"], &id)
+	return id
 }
 
 // record builds the turn's record from the engine's reply.
@@ -186,11 +225,21 @@ func (s *Server) record(start time.Time, r *http.Request, t *turnRequest, prompt
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// refuse writes a classed error: 400 invalid, 500 tokenization (with the
-// first differing position of a broken prefix), 502 upstream.
+// refuse writes a classed error: 400 invalid, 404 a session gone, 409 a
+// generation cut short, 410 an aborted session, 500 tokenization (with the first differing
+// position of a broken prefix), 502 upstream.
 func (s *Server) refuse(w http.ResponseWriter, err error) {
 	var pe *tito.PrefixError
+	var ae *AbortedError
 	switch {
+	case errors.Is(err, errGone):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.As(err, &ae):
+		s.metrics.turns.WithLabelValues("aborted").Inc()
+		writeJSON(w, http.StatusGone, map[string]any{"error": err.Error(), "aborted": true, "abort_reason": ae.Reason})
+	case errors.Is(err, tito.ErrCutShort):
+		s.metrics.turns.WithLabelValues("refused").Inc()
+		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, tito.ErrInvalid):
 		s.metrics.turns.WithLabelValues("refused").Inc()
 		writeError(w, http.StatusBadRequest, err.Error())

@@ -14,15 +14,24 @@ import (
 )
 
 // snapshot is a consistent copy of a session's state, taken under its lock
-// and read without it (the trajectory's slices are never written in place).
+// and read without it (the trajectory's slices are never written in place;
+// a tree's nodes never change once committed): for a tree session, its
+// branch's current path, and the tree's tables.
 type snapshot struct {
-	traj tito.Trajectory
+	traj  tito.Trajectory
+	tree  *samples.Tree
+	abort string // the abort reason, when aborted
 }
 
 func (s *Server) snapshot(sess *session) snapshot {
 	sess.mu.Lock()
+	if sess.tree != nil {
+		active, tbl := sess.branch.Active, treeTable(sess.tree)
+		sess.mu.Unlock()
+		return snapshot{traj: active.Linear(), tree: &tbl, abort: sess.ab.reasonOf()}
+	}
 	defer sess.mu.Unlock()
-	return snapshot{traj: sess.traj}
+	return snapshot{traj: sess.traj, abort: sess.ab.reasonOf()}
 }
 
 // Record is a turn as GET /sessions/{id} shows it.
@@ -44,6 +53,13 @@ type Metadata struct {
 	AccumulatedTokenIDs []int            `json:"accumulated_token_ids"`
 	MaxTrimTokens       int              `json:"max_trim_tokens"`
 	MismatchError       string           `json:"mismatch_error,omitempty"`
+	// AbortReason is set once the session is aborted.
+	AbortReason string `json:"abort_reason,omitempty"`
+	// Tree is a v2 session's tree (the other fields are of the path its
+	// handle is on); Agent is the samples request's metadata, in what
+	// that request returns.
+	Tree  *samples.Tree  `json:"tree,omitempty"`
+	Agent map[string]any `json:"agent,omitempty"`
 }
 
 // Info is the body of GET /sessions/{id}.
@@ -54,7 +70,7 @@ type Info struct {
 }
 
 func (s *Server) metadata(snap snapshot) Metadata {
-	md := Metadata{AccumulatedTokenIDs: snap.traj.Tokens(), MaxTrimTokens: s.opts.Codec.MaxTrimTokens()}
+	md := Metadata{AccumulatedTokenIDs: snap.traj.Tokens(), MaxTrimTokens: s.opts.Codec.MaxTrimTokens(), AbortReason: snap.abort, Tree: snap.tree}
 	if md.AccumulatedTokenIDs == nil {
 		md.AccumulatedTokenIDs = []int{}
 	}
@@ -110,17 +126,12 @@ func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	var params struct {
-		MaxSeqLen *int `json:"max_seq_len"`
+	if sess.tree != nil {
+		s.treeSamples(w, r, sess, body)
+		return
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := json.Unmarshal(body, &params); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
-			return
-		}
-	}
-	if params.MaxSeqLen != nil && *params.MaxSeqLen <= 0 {
-		writeError(w, http.StatusBadRequest, "max_seq_len must be positive")
+	var params samplesParams
+	if !readSamplesBody(w, body, &params, &params) {
 		return
 	}
 	snap := s.snapshot(sess)
@@ -128,24 +139,76 @@ func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	p, err := s.assemble(snap, md, params.MaxSeqLen)
+	if err != nil {
+		writeAssembly(w, err)
+		return
+	}
+	for i := range p.Samples {
+		markAborted(&p.Samples[i], snap.abort)
+	}
+	s.writePayload(w, r, sess, p, md)
+}
+
+// samplesParams are the samples body's fields of both versions.
+type samplesParams struct {
+	MaxSeqLen *int `json:"max_seq_len"`
+}
+
+// readSamplesBody parses a samples body (empty is {}) into params, whose
+// common fields are c; it writes the error itself.
+func readSamplesBody(w http.ResponseWriter, body []byte, params any, c *samplesParams) bool {
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, params); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+			return false
+		}
+	}
+	if c.MaxSeqLen != nil && *c.MaxSeqLen <= 0 {
+		writeError(w, http.StatusBadRequest, "max_seq_len must be positive")
+		return false
+	}
+	return true
+}
+
+// writeAssembly answers turns that do not assemble: 422 with the text.
+func writeAssembly(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	fmt.Fprintln(w, err.Error())
+}
+
+// markAborted makes a sample of an aborted session ABORTED, the reason in
+// its metadata's abort_reason.
+func markAborted(smp *samples.Sample, reason string) {
+	if reason == "" {
+		return
+	}
+	smp.Status = samples.Aborted
+	if smp.Metadata == nil {
+		smp.Metadata = map[string]any{}
+	}
+	smp.Metadata["abort_reason"] = reason
+}
+
+// writePayload answers the samples route: safetensors, or JSON lines when
+// the client accepts them; md's counts feed the metrics.
+func (s *Server) writePayload(w http.ResponseWriter, r *http.Request, sess *session, p *samples.Payload, md Metadata) {
 	s.metrics.checked.Inc()
 	for t, n := range md.MismatchCounts {
 		s.metrics.mismatches.WithLabelValues(t).Add(float64(n))
 	}
-	p, err := s.assemble(snap, md, params.MaxSeqLen)
-	if err != nil {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnprocessableEntity)
-		fmt.Fprintln(w, err.Error())
-		return
-	}
 	if wantsJSON(r) {
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.WriteHeader(http.StatusOK)
-		samples.WriteJSONLines(w, p, samples.LineInfo{SessionID: sess.id, Counters: md.MismatchCounts, TokenText: func(id int) string {
+		info := samples.LineInfo{SessionID: sess.id, Counters: md.MismatchCounts, TokenText: func(id int) string {
 			t, _ := s.opts.Codec.Tok.Decode([]int{id}, false)
 			return t
-		}})
+		}}
+		if p.V2 {
+			p, info.Counters = leafCounters(p), nil
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		samples.WriteJSONLines(w, p, info)
 		return
 	}
 	data, err := samples.EncodeSafetensors(p)
@@ -158,6 +221,23 @@ func (s *Server) samples(w http.ResponseWriter, r *http.Request) {
 	w.Write(data)
 }
 
+// leafCounters is a tree's payload with each leaf's own mismatch counts
+// where JSON lines readers (berth view) look: metadata.tito_mismatch.
+func leafCounters(p *samples.Payload) *samples.Payload {
+	out := *p
+	out.Samples = make([]samples.Sample, len(p.Samples))
+	for i, smp := range p.Samples {
+		md := make(map[string]any, len(smp.Metadata)+1)
+		for k, v := range smp.Metadata {
+			md[k] = v
+		}
+		md["tito_mismatch"] = smp.Metadata["mismatch_counts"]
+		smp.Metadata = md
+		out.Samples[i] = smp
+	}
+	return &out
+}
+
 func wantsJSON(r *http.Request) bool {
 	for _, a := range strings.Split(r.Header.Get("Accept"), ",") {
 		mt := strings.TrimSpace(strings.SplitN(a, ";", 2)[0])
@@ -168,41 +248,53 @@ func wantsJSON(r *http.Request) bool {
 	return false
 }
 
-// assemble builds the payload: per-turn samples, truncated, merged.
+// assemble builds a linear session's payload: its turns' samples,
+// truncated, merged into one.
 func (s *Server) assemble(snap snapshot, md Metadata, maxSeqLen *int) (*samples.Payload, error) {
 	p := &samples.Payload{SessionMetadata: mustJSON(md)}
-	recs := snap.traj.Records()
-	if len(recs) == 0 {
+	if len(snap.traj.Records()) == 0 {
 		p.EmptyReason = samples.NoRecords
 		return p, nil
 	}
+	merged, ok, err := s.merge(&snap.traj, maxSeqLen)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		p.EmptyReason = samples.AllTruncated
+	default:
+		p.Samples = []samples.Sample{merged}
+	}
+	return p, nil
+}
+
+// merge assembles a trajectory's turns into one sample (false: they all
+// truncated away, or there are none).
+func (s *Server) merge(traj *tito.Trajectory, maxSeqLen *int) (samples.Sample, bool, error) {
+	recs := traj.Records()
 	turns := make([]samples.Turn, len(recs))
 	for i, rec := range recs {
 		turns[i] = samples.Turn{PromptIDs: rec.PromptIDs, OutputIDs: rec.OutputIDs, LogProbs: rec.LogProbs, FinishReason: rec.FinishReason,
 			PromptTokens: rec.Meta.PromptTokens, CachedTokens: rec.Meta.CachedTokens, WeightVersion: rec.Meta.WeightVersion,
 			E2ELatency: rec.Meta.E2ELatency, Timestamp: rec.Timestamp, RequestTimestamp: rec.RequestTimestamp}
 	}
-	decode := func(ids []int) string {
-		t, _ := s.opts.Codec.Tok.Decode(ids, false)
-		return t
-	}
-	ss, err := samples.FromTurns(turns, snap.traj.Tokens(), s.opts.Codec.MaxTrimTokens(), decode)
+	ss, err := samples.FromTurns(turns, traj.Tokens(), s.opts.Codec.MaxTrimTokens(), s.decode)
 	if err != nil {
-		return nil, err
+		return samples.Sample{}, false, err
 	}
 	if maxSeqLen != nil {
-		ss = samples.Truncate(ss, *maxSeqLen, decode)
+		ss = samples.Truncate(ss, *maxSeqLen, s.decode)
 	}
 	if len(ss) == 0 {
-		p.EmptyReason = samples.AllTruncated
-		return p, nil
+		return samples.Sample{}, false, nil
 	}
-	merged, err := samples.Merge(ss, decode)
-	if err != nil {
-		return nil, err
-	}
-	p.Samples = []samples.Sample{merged}
-	return p, nil
+	merged, err := samples.Merge(ss, s.decode)
+	return merged, err == nil, err
+}
+
+func (s *Server) decode(ids []int) string {
+	t, _ := s.opts.Codec.Tok.Decode(ids, false)
+	return t
 }
 
 // proxy relays any other request under a session to the engine.

@@ -7,14 +7,25 @@
 // that a Miles-style trainer can point at it:
 //
 //	GET    /health                              {"status":"ok","session_server_instance_id":...}
-//	POST   /sessions                            {"session_id": "<32 hex>", "base_url"?: external URL/sessions/<id>/v1}
-//	GET    /sessions/{id}                       records and metadata (accumulated ids, mismatches)
+//	POST   /sessions                            {"version"?: "v1"|"v2"} -> {"session_id": "<32 hex>", "base_url"?: external URL/sessions/<id>/v1}
+//	GET    /sessions/{id}                       records and metadata (accumulated ids, mismatches; a tree's tables)
 //	DELETE /sessions/{id}                       204, after any in-flight turn's commit
 //	POST   /sessions/{id}/v1/chat/completions   a TITO-recorded turn
 //	POST   /sessions/{id}/v1/messages           the same, in Anthropic's Messages API
-//	POST   /sessions/{id}/samples               {"max_seq_len"?} -> safetensors, or JSON lines
+//	POST   /sessions/{id}/samples               {"max_seq_len"?, "metadata"?, "branches"?} -> safetensors, or JSON lines
+//	POST   /sessions/{id}/fork                  {"turn": k} -> a branch of a tree session: {"session_id", ...}
+//	POST   /sessions/{id}/abort                 {"reason"?}: abort one session
+//	GET    /sessions/{id}/abort?wait=S          {"aborted", "reason"?}, waiting up to S seconds for an abort
+//	POST   /abort, POST /flush                  {"reason"?, "session_server_instance_id"?}: abort every session
 //	ANY    /sessions/{id}/{path...}             relayed to the engine
 //	GET    /metrics                             Prometheus
+//
+// A session is linear (Miles's v1: each request extends the last, a retry
+// rolls back one turn) or a tree (v2, tree.go: requests attach at the
+// deepest matching turn and branch there; one sample per leaf; berth's
+// forks). Options.Tree picks the default. An aborted session (abort.go,
+// after Miles's agent abort hook) has its in-flight turns cancelled,
+// refuses later ones (410), and its samples are ABORTED with the reason.
 //
 // A turn: the session's prompt ids are prepared under the session's lock
 // (tito.Trajectory.Prepare: rollback, increment, family boundary), the
@@ -23,12 +34,14 @@
 // committed under the lock again after the prefix invariant holds; a
 // session that changed or is closing meanwhile is left as it is. A client
 // that asks to stream gets the whole reply as one SSE chunk. Errors are
-// {"error": msg}: 404 unknown session, 400 invalid request, a history
-// rewritten more than one turn back, a prompt over the session's tokens or
-// a relayed path that could leave the engine's base path, 500 tokenization
+// {"error": msg}: 404 unknown session, 400 invalid request, a linear
+// history rewritten more than one turn back, a prompt over the session's
+// tokens or a relayed path that could leave the engine's base path, 500 tokenization
 // (a broken prefix names the first differing position), 502 engine
-// failure, 413 a body over the limit, 429 too many sessions, 401 without a
-// valid key when keys are configured. A reply other than 200 from the
+// failure, 409 a turn that extends a generation cut short (a tree path cut
+// at max_tokens; an engine-aborted turn: no partial rollouts), 410 an
+// aborted session, 413 a body over the limit, 429 too many sessions, 401
+// without a valid key when keys are configured. A reply other than 200 from the
 // engine passes through and is not recorded.
 //
 // Memory is bounded per request and in all (bounds.go): a body declared
@@ -40,7 +53,8 @@
 // session's token limit.
 //
 // Client is the Go client of the control routes (create, get, samples,
-// delete) for drivers and rollouts.
+// delete; tree sessions, forks and their leaves' samples; abort and the
+// wait for it) for drivers and rollouts.
 //
 // Who imports it: cmd/berth (berth session-server), rollouts.
 package session

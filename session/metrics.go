@@ -34,7 +34,7 @@ func newMetrics(live, buffered func() float64) *metrics {
 		reg: prometheus.NewRegistry(),
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_session_turns_total",
-			Help: "Chat turns by outcome: committed, skipped (the session changed during the engine call), passthrough (engine status not 200), refused (400), tokenization_error (500), upstream_error (502).",
+			Help: "Chat turns by outcome: committed, skipped (the session changed during the engine call), passthrough (engine status not 200), refused (400, 409), aborted (410: the session was aborted), tokenization_error (500), upstream_error (502).",
 		}, []string{"outcome"}),
 		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_session_tito_mismatches_total",

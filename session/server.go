@@ -25,8 +25,14 @@ import (
 type Options struct {
 	Engine engine.Engine
 	Codec  *tito.Codec
-	// Matcher compares replayed messages with stored ones (default strict).
+	// Matcher compares replayed messages with stored ones (default strict;
+	// Miles's --session-message-matcher).
 	Matcher tito.Matcher
+	// Tree makes new sessions v2 tree sessions (Miles's
+	// --use-session-server v2) unless POST /sessions asks for
+	// {"version": "v1"}; without it they are linear unless it asks for
+	// "v2". A tree holds at most MaxTreeFactor x MaxSessionTokens ids.
+	Tree bool
 	// Keys, when set, are required on every route but /health, as a bearer
 	// token or an x-api-key header.
 	Keys       *apikeys.Keyring
@@ -122,9 +128,16 @@ type Server struct {
 }
 
 type session struct {
-	id      string
-	mu      sync.Mutex // held for prepare and commit, never across the engine call
-	traj    tito.Trajectory
+	id string
+	// mu is held for prepare and commit, never across the engine call; the
+	// handles of one tree share it.
+	mu   *sync.Mutex
+	traj tito.Trajectory
+	// tree and branch, for a v2 session: the tree and this handle's
+	// branch in it (nil for a linear one).
+	tree    *tito.Tree
+	branch  *tito.Branch
+	ab      aborter // in-flight turns, and the abort that ends them
 	closing atomic.Bool
 	used    atomic.Int64 // unix nanoseconds of the last use
 	held    atomic.Int64 // bytes of its requests' bodies in memory
@@ -168,6 +181,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, false) }))
 	m.HandleFunc("POST /sessions/{id}/v1/messages", s.auth(func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, true) }))
 	m.HandleFunc("POST /sessions/{id}/samples", s.auth(s.samples))
+	s.treeRoutes(m)
+	s.abortRoutes(m)
 	m.HandleFunc("/sessions/{id}/{path...}", s.auth(s.proxy))
 	s.mux = m
 }
@@ -218,23 +233,42 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "session_server_instance_id": s.opts.InstanceID})
 }
 
-func (s *Server) create(w http.ResponseWriter, _ *http.Request) {
-	sess := &session{id: newID()}
-	sess.traj.MaxTokens = s.opts.MaxSessionTokens
-	sess.touch()
-	s.mu.Lock()
-	if len(s.sessions) >= s.opts.MaxSessions {
-		s.mu.Unlock()
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many sessions (%d): delete finished ones", s.opts.MaxSessions))
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	tree, err := s.wantsTree(w, r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.sessions[sess.id] = sess
-	s.mu.Unlock()
+	sess := &session{id: newID(), mu: new(sync.Mutex)}
+	sess.traj.MaxTokens = s.opts.MaxSessionTokens
+	if tree {
+		sess.tree = &tito.Tree{MaxTokens: s.opts.MaxSessionTokens, MaxStored: MaxTreeFactor * s.opts.MaxSessionTokens}
+		sess.branch = sess.tree.NewBranch(sess.id)
+	}
+	if !s.add(w, sess) {
+		return
+	}
 	reply := map[string]string{"session_id": sess.id}
 	if s.opts.ExternalURL != "" {
 		reply["base_url"] = s.opts.ExternalURL + "/sessions/" + sess.id + "/v1"
 	}
+	if tree {
+		reply["version"] = "v2"
+	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// add registers a new session, or answers 429 when there are too many.
+func (s *Server) add(w http.ResponseWriter, sess *session) bool {
+	sess.touch()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= s.opts.MaxSessions {
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many sessions (%d): delete finished ones", s.opts.MaxSessions))
+		return false
+	}
+	s.sessions[sess.id] = sess
+	return true
 }
 
 // lookup finds a live session; it writes the 404 itself.
@@ -273,6 +307,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	delete(s.sessions, sess.id)
 	s.mu.Unlock()
 	sess.mu.Unlock()
+	sess.ab.drop()
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -295,6 +330,7 @@ func (s *Server) reap(ctx context.Context) {
 				sess.closing.Store(true)
 				delete(s.sessions, id)
 				sess.mu.Unlock()
+				sess.ab.drop()
 				s.metrics.expired.Inc()
 			}
 		}

@@ -101,15 +101,7 @@ func writeSleepTask(t *testing.T, dir string) {
 		"solution/solve.sh": "#!/bin/sh\nsleep 0.5\necho 42 > /tmp/answer\n",
 		"tests/test.sh":     "#!/bin/sh\n[ \"$(cat /tmp/answer)\" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTask(t, dir, files)
 }
 
 // finishedTrials counts trial directories holding a result.json.

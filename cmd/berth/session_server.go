@@ -33,8 +33,20 @@ samples with loss masks and logprobs (safetensors, or JSON lines).
 
 Routes: GET /health, POST /sessions, GET and DELETE /sessions/{id},
 POST /sessions/{id}/v1/chat/completions, POST /sessions/{id}/v1/messages,
-POST /sessions/{id}/samples, anything else under /sessions/{id}/ is relayed
-to the engine; GET /metrics for Prometheus.
+POST /sessions/{id}/samples, POST /sessions/{id}/fork (tree sessions),
+POST /sessions/{id}/abort, GET /sessions/{id}/abort?wait=S, POST /abort and
+POST /flush (abort every session: a trainer's abort hook); anything else
+under /sessions/{id}/ is relayed to the engine; GET /metrics for
+Prometheus.
+
+--session-version v2 makes sessions trees, as Miles's --use-session-server
+v2: a request attaches at the deepest turn its history replays and
+branches there, and the samples route returns one sample per leaf
+(POST /sessions {"version": "v1"|"v2"} picks per session). A client forks
+a tree session at turn k with POST /sessions/{id}/fork {"turn": k}: a new
+session id whose turns share the first k turns' token ids.
+--message-matcher (--session-message-matcher) says when a replayed message
+is the stored one: strict, loose_tool_call or role_content_only.
 
 --model-family sets the boundary rules of the model's template (qwen3: the
 "\n" after <|im_end|>; glm47: a trailing <|observation|> or <|user|> trimmed).

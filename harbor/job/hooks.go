@@ -23,6 +23,15 @@ type Hooks interface {
 	Finished(ctx context.Context, t TrialInfo, ag agent.Agent, r *trial.Result)
 }
 
+// TrialContexter, when a job's Hooks implement it, gives each trial
+// attempt a context of its own, derived from the job's, that the hooks may
+// end (a rollout ends the trial whose session a trainer aborted): the
+// trial runs, and Finished is told, under it; stop is called after
+// Finished.
+type TrialContexter interface {
+	TrialContext(ctx context.Context, t TrialInfo, ag agent.Agent) (tctx context.Context, stop func())
+}
+
 // TrialInfo names one trial attempt.
 type TrialInfo struct {
 	Name    string // <task>__<id>, the directory's name

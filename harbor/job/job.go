@@ -341,10 +341,15 @@ func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *thrott
 			},
 		}
 		j.emit(Event{Type: EventTrialStarted, Job: j.cfg.JobName, Trial: name, Task: p.task.Name})
-		res := trial.Run(ctx, o)
-		if j.opts.Hooks != nil {
-			j.opts.Hooks.Finished(ctx, info, ag, res)
+		tctx, stop := ctx, func() {}
+		if tc, ok := j.opts.Hooks.(TrialContexter); ok {
+			tctx, stop = tc.TrialContext(ctx, info, ag)
 		}
+		res := trial.Run(tctx, o)
+		if j.opts.Hooks != nil {
+			j.opts.Hooks.Finished(tctx, info, ag, res)
+		}
+		stop()
 		if res.Retryable() && try < j.cfg.MaxRetries && ctx.Err() == nil {
 			j.log.Warn("retrying trial", "trial", name, "exception", res.ExceptionInfo.ExceptionMessage)
 			_ = os.RemoveAll(o.Dir)

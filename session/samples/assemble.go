@@ -66,6 +66,9 @@ type Sample struct {
 	WeightVersions  []string
 	PrefixCacheInfo PrefixCacheInfo
 	Metadata        map[string]any
+	// Reward is the sample's reward on Miles's v2 wire (a number or an
+	// object; nil is null: the trainer's own reward stands).
+	Reward any
 	// TurnStarts are the token positions where each turn begins (its
 	// prompt, then each observation); JSON lines carry them.
 	TurnStarts []int

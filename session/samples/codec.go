@@ -25,6 +25,11 @@ type Payload struct {
 	Samples         []Sample
 	SessionMetadata json.RawMessage // the session's metadata object
 	EmptyReason     string          // "" when there are samples
+	// V2 is Miles's v2 wire (a tree session's): every sample carries
+	// "reward" (radixark/miles miles/rollout/session/samples/codec.py
+	// SAMPLES_VALUE_SPEC_V2 at 31f1ca961a94cb860cec3b2dea34ec332bfa8f76);
+	// the v1 wire has no such key.
+	V2 bool
 }
 
 // sampleFields are a sample's JSON fields, in Miles's order.
@@ -57,6 +62,8 @@ func (f sampleFields) into(s *Sample) {
 // sampleMeta is a sample's part of _samples_meta.
 type sampleMeta struct {
 	sampleFields
+	// Reward is on the v2 wire only (null when unassigned).
+	Reward *reward `json:"reward,omitempty"`
 	// Nulls names the tensor fields this server never fills (routing
 	// replay), so that a Miles decoder sets them to None.
 	Nulls []string `json:"nulls"`
@@ -69,6 +76,13 @@ type payloadMeta struct {
 }
 
 var replayNulls = []string{"rollout_routed_experts", "rollout_indexer_topk"}
+
+// reward writes its value, null included, where a nil *reward is left out.
+type reward struct{ v any }
+
+func (r *reward) MarshalJSON() ([]byte, error) { return json.Marshal(r.v) }
+
+func (r *reward) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &r.v) }
 
 // tail is the session metadata ({} when unset) and the empty reason
 // (null when there are samples).
@@ -88,7 +102,11 @@ func (p *Payload) meta() ([]byte, error) {
 	pm := payloadMeta{Samples: []sampleMeta{}}
 	pm.SessionMetadata, pm.EmptyReason = p.tail()
 	for _, s := range p.Samples {
-		pm.Samples = append(pm.Samples, sampleMeta{sampleFields: fieldsOf(s), Nulls: replayNulls})
+		m := sampleMeta{sampleFields: fieldsOf(s), Nulls: replayNulls}
+		if p.V2 {
+			m.Reward = &reward{s.Reward}
+		}
+		pm.Samples = append(pm.Samples, m)
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -267,7 +285,7 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 	if err := json.Unmarshal(mt.Data, &pm); err != nil {
 		return nil, fmt.Errorf("samples: meta: %w", err)
 	}
-	p := &Payload{SessionMetadata: pm.SessionMetadata}
+	p := &Payload{SessionMetadata: pm.SessionMetadata, V2: hasReward(mt.Data)}
 	if pm.EmptyReason != nil {
 		p.EmptyReason = *pm.EmptyReason
 	}
@@ -279,6 +297,9 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 		}
 		s := Sample{LossMask: append([]uint8(nil), lm.Data...)}
 		m.into(&s)
+		if m.Reward != nil {
+			s.Reward = m.Reward.v
+		}
 		for j := 0; j+8 <= len(tok.Data); j += 8 {
 			s.Tokens = append(s.Tokens, int(int64(binary.LittleEndian.Uint64(tok.Data[j:]))))
 		}
@@ -288,4 +309,17 @@ func DecodeSafetensors(b []byte) (*Payload, error) {
 		p.Samples = append(p.Samples, s)
 	}
 	return p, nil
+}
+
+// hasReward reports whether a payload's samples carry "reward" (the v2
+// wire; a null reward decodes as no *reward at all).
+func hasReward(meta []byte) bool {
+	var pm struct {
+		Samples []map[string]json.RawMessage `json:"samples"`
+	}
+	if json.Unmarshal(meta, &pm) != nil || len(pm.Samples) == 0 {
+		return false
+	}
+	_, ok := pm.Samples[0]["reward"]
+	return ok
 }

@@ -35,6 +35,7 @@ type jsonLine struct {
 	WeightVersions  []string        `json:"weight_versions"`
 	PrefixCacheInfo PrefixCacheInfo `json:"prefix_cache_info"`
 	Metadata        map[string]any  `json:"metadata"`
+	Reward          any             `json:"reward,omitempty"`
 }
 
 // emptyLine is the one line of a payload without samples.
@@ -69,7 +70,7 @@ func WriteJSONLines(w io.Writer, p *Payload, info LineInfo) error {
 		f := fieldsOf(s)
 		line := jsonLine{Index: i, SessionID: info.SessionID, Tokens: s.Tokens, RolloutLogProbs: s.RolloutLogProbs,
 			ResponseLength: f.ResponseLength, TurnStarts: s.TurnStarts, Status: strings.ToUpper(string(f.Status)),
-			Response: f.Response, WeightVersions: f.WeightVersions, PrefixCacheInfo: f.PrefixCacheInfo, Metadata: meta(f.Metadata)}
+			Response: f.Response, WeightVersions: f.WeightVersions, PrefixCacheInfo: f.PrefixCacheInfo, Metadata: meta(f.Metadata), Reward: s.Reward}
 		line.LossMask = make([]int, len(s.LossMask))
 		for j, m := range s.LossMask {
 			line.LossMask[j] = int(m)
@@ -110,7 +111,7 @@ func ReadJSONLines(r io.Reader) (*Payload, error) {
 		}
 		s := Sample{Tokens: l.Tokens, RolloutLogProbs: l.RolloutLogProbs, ResponseLength: l.ResponseLength, TurnStarts: l.TurnStarts,
 			Status: Status(strings.ToLower(l.Status)), Response: l.Response, WeightVersions: l.WeightVersions,
-			PrefixCacheInfo: l.PrefixCacheInfo, Metadata: l.Metadata}
+			PrefixCacheInfo: l.PrefixCacheInfo, Metadata: l.Metadata, Reward: l.Reward}
 		delete(s.Metadata, "tito_mismatch")
 		for _, m := range l.LossMask {
 			s.LossMask = append(s.LossMask, uint8(m))

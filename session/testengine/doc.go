@@ -18,7 +18,8 @@
 // parsed into message.tool_calls (arguments kept verbatim as a JSON
 // string), and every output token gets a deterministic logprob. A script
 // can also answer with an HTTP error, a length cut (max_tokens is
-// honoured) or an abort. The engine refuses what SGLang refuses for a
+// honoured) or an abort, and block on the call's context to see the caller
+// cancel it. The engine refuses what SGLang refuses for a
 // session server's calls: stream with return_meta_info, and a request
 // without input_ids. Any other path is answered 404, and every request's
 // target is kept (Targets), for tests of what reaches an engine.

@@ -2,6 +2,7 @@ package testengine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,9 @@ type Call struct {
 	N        int
 	InputIDs []int // SGLang dialect; the rendered prompt in the others
 	Body     map[string]json.RawMessage
+	// Ctx is the request's context: it ends when the caller hangs up (a
+	// script that blocks on it sees a cancelled engine call).
+	Ctx context.Context
 }
 
 // Reply is the scripted outcome of a call.
@@ -125,7 +129,7 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get(engine.RoutingHeader)
 	e.mu.Lock()
 	e.counts[key]++
-	call := Call{RoutingKey: key, N: e.counts[key], InputIDs: prompt, Body: body}
+	call := Call{RoutingKey: key, N: e.counts[key], InputIDs: prompt, Body: body, Ctx: r.Context()}
 	cached := commonPrefix(e.last[key], prompt)
 	e.last[key] = prompt
 	e.calls = append(e.calls, call)

@@ -30,6 +30,7 @@ type Message struct {
 	val       *lazyValue
 	strict    string
 	loose     string
+	roleText  string // role and content only (RoleContentOnly)
 	toolCalls json.RawMessage
 }
 
@@ -86,7 +87,7 @@ func ParseMessage(raw json.RawMessage) (Message, error) {
 	}
 	m.val = &lazyValue{raw: render}
 	var err error
-	if m.strict, m.loose, err = matchKeys(fields); err != nil {
+	if m.strict, m.loose, m.roleText, err = matchKeys(fields); err != nil {
 		return Message{}, err
 	}
 	return m, nil
@@ -170,15 +171,16 @@ func jsonDepth(raw []byte) int {
 // content, reasoning_content, tool_calls): empty values (null, "", [])
 // are the same, a tool call's wire-only "index" is ignored, and in the
 // loose form a tool call's JSON-string arguments compare as the object they
-// spell. A key is the SHA-256 of the form: a stored message keeps 64
-// bytes, not a second copy of its content.
-func matchKeys(fields map[string]json.RawMessage) (strict, loose string, err error) {
+// spell; roleText is the form of role and content alone. A key is the
+// SHA-256 of the form: a stored message keeps 96 bytes, not a second copy
+// of its content.
+func matchKeys(fields map[string]json.RawMessage) (strict, loose, roleText string, err error) {
 	key := map[string]any{}
 	var calls any
 	for _, f := range []string{"role", "content", "reasoning_content", "tool_calls"} {
 		v, err := decodeAny(fields[f])
 		if err != nil {
-			return "", "", invalidf("message %s: %v", f, err)
+			return "", "", "", invalidf("message %s: %v", f, err)
 		}
 		if f == "tool_calls" {
 			calls = v
@@ -188,17 +190,21 @@ func matchKeys(fields map[string]json.RawMessage) (strict, loose string, err err
 			key[f] = v
 		}
 	}
+	rc, err := json.Marshal(map[string]any{"role": key["role"], "content": key["content"]})
+	if err != nil {
+		return "", "", "", err
+	}
 	b, err := json.Marshal(key)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	strict = digest(b)
 	if _, ok := key["tool_calls"]; !ok {
-		return strict, strict, nil
+		return strict, strict, digest(rc), nil
 	}
 	key["tool_calls"] = normalizeToolCalls(calls, true)
 	b, err = json.Marshal(key)
-	return strict, digest(b), err
+	return strict, digest(b), digest(rc), err
 }
 
 func digest(b []byte) string {
@@ -305,7 +311,14 @@ func looseArguments(a any) any {
 	return a
 }
 
-// Matcher decides whether a replayed message is the stored one.
+// Matcher decides whether a replayed message is the stored one: Miles's
+// --session-message-matcher (radixark/miles,
+// miles/utils/chat_template_utils/message_matcher_hub/funcs.py at
+// 31f1ca961a94cb860cec3b2dea34ec332bfa8f76: strict_message_matches,
+// loose_tool_call_message_matches, role_content_only_message_matches).
+// Each mode accepts everything the one before it accepts. On a mismatch a
+// linear session rolls back (or refuses) and a tree session branches; on a
+// match the stored message and its ids stay authoritative.
 type Matcher int
 
 const (
@@ -314,23 +327,47 @@ const (
 	// LooseToolCall also accepts tool-call arguments that are the same
 	// JSON object spelled differently (clients that re-serialize them).
 	LooseToolCall
+	// RoleContentOnly compares role and content alone: tool calls and
+	// reasoning are ignored, so different tool histories can collapse into
+	// one lineage (Miles: "high risk").
+	RoleContentOnly
 )
 
-// ParseMatcher reads "strict" or "loose_tool_call".
+// matcherNames are the modes by their Miles selector.
+var matcherNames = []string{Strict: "strict", LooseToolCall: "loose_tool_call", RoleContentOnly: "role_content_only"}
+
+// ParseMatcher reads "strict", "loose_tool_call" or "role_content_only".
+// Miles also takes a dotted import path of a Python matcher, which has no
+// meaning here and is refused.
 func ParseMatcher(s string) (Matcher, error) {
-	switch s {
-	case "", "strict":
+	if s == "" {
 		return Strict, nil
-	case "loose_tool_call":
-		return LooseToolCall, nil
 	}
-	return 0, fmt.Errorf("unknown message matcher %q (strict, loose_tool_call)", s)
+	for m, n := range matcherNames {
+		if s == n {
+			return Matcher(m), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown message matcher %q (strict, loose_tool_call, role_content_only; a Python matcher's import path has no meaning here)", s)
 }
+
+func (m Matcher) String() string {
+	if int(m) < len(matcherNames) {
+		return matcherNames[m]
+	}
+	return fmt.Sprintf("Matcher(%d)", int(m))
+}
+
+// AtLeast is the looser of m and o.
+func (m Matcher) AtLeast(o Matcher) Matcher { return max(m, o) }
 
 // Match reports whether replayed matches stored under m.
 func (m Matcher) Match(stored, replayed Message) bool {
-	if m == LooseToolCall {
+	switch m {
+	case LooseToolCall:
 		return stored.strict == replayed.strict || stored.loose == replayed.loose
+	case RoleContentOnly:
+		return stored.roleText == replayed.roleText
 	}
 	return stored.strict == replayed.strict
 }

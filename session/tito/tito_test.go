@@ -173,24 +173,43 @@ func TestRollback(t *testing.T) {
 	}
 }
 
+// TestMatchers: each of Miles's matcher modes accepts what the stricter
+// ones accept, and the replays Miles's hub tests name: strict ignores
+// empty-value spellings, extra keys and index; loose_tool_call also takes
+// re-serialized arguments but not another call id; role_content_only takes
+// any tool calls and reasoning with the same role and content.
 func TestMatchers(t *testing.T) {
-	stored := msg(t, `{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","index":0,"function":{"name":"f","arguments":"{\"a\": 1}"}}]}`)
+	stored := msg(t, `{"role":"assistant","content":"","reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","index":0,"function":{"name":"f","arguments":"{\"a\": 1}"}}]}`)
 	for _, c := range []struct {
-		replay        string
-		strict, loose bool
+		replay                string
+		strict, loose, rcOnly bool
 	}{
-		{`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}],"extra":1}`, true, true},
-		{`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1.0}"}}]}`, false, true},
-		{`{"role":"assistant","content":"","tool_calls":[{"id":"c2","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}`, false, false},
-		{`{"role":"assistant","content":" ","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}`, false, false},
+		{`{"role":"assistant","content":null,"reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}],"extra":1}`, true, true, true},
+		{`{"role":"assistant","reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1.0}"}}]}`, false, true, true},
+		{`{"role":"assistant","reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":{"a":1}}}]}`, false, true, true},
+		{`{"role":"assistant","content":"","reasoning_content":"think","tool_calls":[{"id":"c2","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}`, false, false, true},
+		{`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}`, false, false, true},
+		{`{"role":"assistant","content":""}`, false, false, true},
+		{`{"role":"assistant","content":" ","reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}`, false, false, false},
+		{`{"role":"user","content":""}`, false, false, false},
 	} {
 		r := msg(t, c.replay)
-		if Strict.Match(stored, r) != c.strict || LooseToolCall.Match(stored, r) != c.loose {
-			t.Errorf("%s: strict %v loose %v", c.replay, Strict.Match(stored, r), LooseToolCall.Match(stored, r))
+		if Strict.Match(stored, r) != c.strict || LooseToolCall.Match(stored, r) != c.loose || RoleContentOnly.Match(stored, r) != c.rcOnly {
+			t.Errorf("%s: strict %v loose %v role_content_only %v", c.replay, Strict.Match(stored, r), LooseToolCall.Match(stored, r), RoleContentOnly.Match(stored, r))
 		}
 	}
-	if _, err := ParseMatcher("fuzzy"); err == nil {
-		t.Error("unknown matcher accepted")
+	for _, name := range []string{"strict", "loose_tool_call", "role_content_only"} {
+		if m, err := ParseMatcher(name); err != nil || m.String() != name {
+			t.Errorf("%s: %v %v", name, m, err)
+		}
+	}
+	for _, bad := range []string{"fuzzy", "my.module.matcher"} {
+		if _, err := ParseMatcher(bad); err == nil {
+			t.Errorf("matcher %q accepted", bad)
+		}
+	}
+	if Strict.AtLeast(LooseToolCall) != LooseToolCall || RoleContentOnly.AtLeast(LooseToolCall) != RoleContentOnly {
+		t.Error("AtLeast is not the looser mode")
 	}
 }
 

@@ -90,14 +90,20 @@ func (t *Trajectory) NumAssistant() int { return len(t.ends) }
 // the same index when the JSON is byte for byte the stored one (clients
 // resend their history verbatim, so only new messages cost a parse).
 func (t *Trajectory) ParseRequest(raws []json.RawMessage, m Matcher) ([]Message, error) {
+	return parseMessages(raws, t.messages, func(i int, raw json.RawMessage) bool {
+		a, ok := t.alias[i]
+		return ok && a.m == m && bytes.Equal(raw, a.raw)
+	})
+}
+
+// parseMessages parses raws, taking stored[i] for a raw that is its JSON
+// or that alias(i, raw) says spells it.
+func parseMessages(raws []json.RawMessage, stored []Message, alias func(int, json.RawMessage) bool) ([]Message, error) {
 	out := make([]Message, len(raws))
 	for i, raw := range raws {
-		if i < len(t.messages) {
-			a, ok := t.alias[i]
-			if bytes.Equal(raw, t.messages[i].Raw) || (ok && a.m == m && bytes.Equal(raw, a.raw)) {
-				out[i] = t.messages[i]
-				continue
-			}
+		if i < len(stored) && (bytes.Equal(raw, stored[i].Raw) || alias(i, raw)) {
+			out[i] = stored[i]
+			continue
 		}
 		m, err := ParseMessage(raw)
 		if err != nil {
@@ -120,7 +126,7 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 		return nil, err
 	}
 	if len(t.Tokens()) == 0 {
-		return t.bounded(c.renderIDs(req, tools, true, kw, t.MaxTokens))
+		return limit(t.MaxTokens).check(c.renderIDs(req, tools, true, kw, t.MaxTokens))
 	}
 	if len(req) < len(t.messages) {
 		return nil, invalidf("the request has %d messages, fewer than the %d stored", len(req), len(t.messages))
@@ -136,37 +142,77 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 			t.alias[i] = aliasEntry{raw: req[i].Raw, m: m}
 		}
 	}
-	appended := req[len(t.messages):]
-	for j, a := range appended {
-		if !appendRoles[a.Role] {
-			return nil, invalidf("appended message %d has role %q; allowed: tool, user, system, assistant", len(t.messages)+j, a.Role)
-		}
+	if err := extendable(t.records[len(t.records)-1].FinishReason, false); err != nil {
+		return nil, err
 	}
-	limit := 0
-	if t.MaxTokens > 0 {
-		// Join may drop the last stored id; a longer join is refused below.
-		if limit = t.MaxTokens - len(t.Tokens()) + 1; limit <= 0 {
-			return t.bounded(nil, ErrTooLong)
-		}
-	}
-	inc, err := c.Increment(t.messages[len(t.messages)-1], appended, tools, kw, limit)
-	if err != nil {
-		return t.bounded(nil, err)
-	}
-	return t.bounded(c.Join(t.Tokens(), inc), nil)
+	return extend(c, t.Tokens(), t.messages, req[len(t.messages):], tools, kw, limit(t.MaxTokens))
 }
 
-// bounded refuses a prompt over MaxTokens, saying what the limit is.
-func (t *Trajectory) bounded(prompt []int, err error) ([]int, error) {
+// extend is the prompt of the appended messages after stored ids (the
+// rendering of the stored messages): the ids of their increment, joined
+// across the family's boundary, within max.
+func extend(c *Codec, ids []int, stored, appended []Message, tools []jinja.Value, kw Kwargs, max limit) ([]int, error) {
+	for j, a := range appended {
+		if !appendRoles[a.Role] {
+			return nil, invalidf("appended message %d has role %q; allowed: tool, user, system, assistant", len(stored)+j, a.Role)
+		}
+	}
+	room := 0
+	if max > 0 {
+		// Join may drop the last stored id; a longer join is refused below.
+		if room = int(max) - len(ids) + 1; room <= 0 {
+			return max.check(nil, ErrTooLong)
+		}
+	}
+	inc, err := c.Increment(stored[len(stored)-1], appended, tools, kw, room)
+	if err != nil {
+		return max.check(nil, err)
+	}
+	return max.check(c.Join(ids, inc), nil)
+}
+
+// limit is a session's bound on a prompt's ids (none when 0).
+type limit int
+
+// check refuses a prompt over the limit, saying what the limit is.
+func (l limit) check(prompt []int, err error) ([]int, error) {
 	switch {
 	case errors.Is(err, ErrTooLong):
-		return nil, fmt.Errorf("%w: the prompt has more than %d, the session's limit", ErrTooLong, t.MaxTokens)
+		return nil, fmt.Errorf("%w: the prompt has more than %d, the session's limit", ErrTooLong, l)
 	case err != nil:
 		return nil, err
-	case t.MaxTokens > 0 && len(prompt) > t.MaxTokens:
-		return nil, fmt.Errorf("%w: the prompt has %d, more than the session's limit %d", ErrTooLong, len(prompt), t.MaxTokens)
+	case l > 0 && len(prompt) > int(l):
+		return nil, fmt.Errorf("%w: the prompt has %d, more than the session's limit %d", ErrTooLong, len(prompt), l)
 	}
 	return prompt, nil
+}
+
+// ErrCutShort marks a request that would extend a generation the engine
+// cut short (HTTP 409, Miles's TruncatedGenerationError): in a tree, one
+// that ended at max_tokens (finish_reason "length"), which closes its path
+// for good (radixark/miles miles/rollout/session/v2/session_state.py
+// position_for_request, at 31f1ca961a94cb860cec3b2dea34ec332bfa8f76); in
+// either version, one the engine aborted (finish_reason "abort"): going on
+// from a partial generation is a partial rollout, which Miles refuses with
+// a session server (miles/utils/arguments.py: --use-session-server with
+// --pause-generation-mode=abort is an assertion error, v2 with
+// --partial-rollout a ValueError, both at startup; docs/user-guide/
+// agentic-rollout.md: "Both versions reject --pause-generation-mode=abort
+// and --partial-rollout"). berth has neither knob, so the request that
+// would continue the partial generation is what it refuses. A retry of the
+// turn (history that diverges in it) is not an extension.
+var ErrCutShort = errors.New("the generation was cut short")
+
+// extendable refuses to extend a turn that ended with finishReason: an
+// aborted one always, a length cut in a tree.
+func extendable(finishReason string, tree bool) error {
+	switch {
+	case finishReason == "abort":
+		return fmt.Errorf("%w: the turn it extends was aborted by the engine (finish_reason 'abort'); a partial generation cannot be continued (Miles refuses partial rollouts with a session server): retry the turn instead", ErrCutShort)
+	case finishReason == "length" && tree:
+		return fmt.Errorf("%w: truncated generation cannot be extended: the matched turn ended with finish_reason 'length' and truncation closes that path for good; branch before the cut instead", ErrCutShort)
+	}
+	return nil
 }
 
 // rollback detects a request that diverges inside the stored history and
