@@ -11,7 +11,6 @@ import (
 	"io"
 	"math/big"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-sh/berth/internal/portproxy"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // Tunnels, as Modal's: each port the definition opens gets a listener on
@@ -146,13 +146,13 @@ func (sb *sandbox) serveTunnel(ln net.Listener, port int) {
 					return
 				}
 			}
-			up, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
+			up, err := net.DialTimeout("tcp", fakeengine.Loopback(port), 5*time.Second)
 			if err != nil {
 				c.Close()
 				return
 			}
 			select {
-			case <-sb.done:
+			case <-sb.eb.Done():
 				c.Close()
 				up.Close()
 				return
@@ -162,7 +162,7 @@ func (sb *sandbox) serveTunnel(ln net.Listener, port int) {
 			defer close(fin)
 			go func() {
 				select {
-				case <-sb.done:
+				case <-sb.eb.Done():
 					c.Close()
 					up.Close()
 				case <-fin:
