@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/internal/testing/busyroot"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // Sandbox states, as Daytona spells them.
@@ -123,22 +121,20 @@ type listItem struct {
 // daemonVersion is the toolbox version the fake reports.
 const daemonVersion = "v0.218.0"
 
-// sandbox is the server's record of one sandbox.
+// sandbox is the server's record of one sandbox; its file system,
+// processes and TTL are the engine's.
 type sandbox struct {
 	Sandbox
 
-	dir        string // root of the sandbox's file system is dir/root
+	eb         *fakeengine.Sandbox
 	buildLog   string
 	lastActive time.Time
 	stoppedAt  time.Time
-	destroyAt  time.Time // the TTL's deadline; zero without one
-	parent     string    // the sandbox this one was forked from
-	authToken  string    // the preview token
-	history    []string  // its states, as create and advance set them
+	parent     string   // the sandbox this one was forked from
+	authToken  string   // the preview token
+	history    []string // its states, as create and advance set them
 	sessions   map[string]*session
 }
-
-func (sb *sandbox) root() string { return filepath.Join(sb.dir, "root") }
 
 // createRequest is the body of POST /sandbox (CreateSandbox).
 type createRequest struct {
@@ -271,14 +267,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		AutoStopInterval: ptrOr(req.AutoStopInterval, 15), AutoArchiveInterval: ptrOr(req.AutoArchive, 10080),
 		AutoDeleteInterval: ptrOr(req.AutoDeleteInterval, -1), SandboxClass: s.opts.SnapshotClasses[req.Snapshot],
 	}, now)
-	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
-		sb.destroyAt = now.Add(time.Duration(*req.TTLMinutes) * s.opts.Minute)
-	}
 	if sb.Snapshot == "" && req.BuildInfo == nil {
 		sb.Snapshot = "daytonaio/sandbox:latest"
 	}
-	if err := makeRoot(sb.root()); err != nil {
-		_ = os.RemoveAll(sb.dir)
+	ttl := time.Duration(ptrOr(req.TTLMinutes, 0)) * s.opts.Minute
+	if err := s.makeTree(sb, ttl, ""); err != nil {
 		writeError(w, http.StatusInternalServerError, "creating the sandbox file system: "+err.Error())
 		return
 	}
@@ -327,7 +320,17 @@ func (s *Server) newRecord(v Sandbox, now time.Time) *sandbox {
 	if v.SandboxClass == "" {
 		v.SandboxClass = classContainer
 	}
-	return &sandbox{Sandbox: v, dir: filepath.Join(s.opts.Dir, v.ID), lastActive: now, sessions: map[string]*session{}}
+	return &sandbox{Sandbox: v, lastActive: now, sessions: map[string]*session{}}
+}
+
+// makeTree makes sb's file system in the engine, a copy of seed's when
+// seed is set, with the environment its commands see and the TTL.
+func (s *Server) makeTree(sb *sandbox, ttl time.Duration, seed string) error {
+	env := map[string]string{"HOME": "/root", "USER": "root", "HOSTNAME": "daytona-sandbox"}
+	maps.Copy(env, sb.Env)
+	eb, err := s.eng.Create(fakeengine.Spec{ID: sb.ID, Env: env, TTL: ttl, Layout: layout(), Seed: seed, Value: sb})
+	sb.eb = eb
+	return err
 }
 
 // quotaExceeded returns Daytona's refusal when a new sandbox would pass an
@@ -431,13 +434,14 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
-// destroyLocked starts destroying sb; s.mu is held.
+// destroyLocked starts destroying sb: its processes and files go at once;
+// s.mu is held.
 func (s *Server) destroyLocked(sb *sandbox) {
-	if sb.State == stateDestroying {
+	if sb.State == stateDestroying || sb.State == stateDestroyed {
 		return
 	}
 	s.killSessions(sb)
-	busyroot.KillRooted(sb.root()) // what left its group, too
+	_ = sb.eb.End(fakeengine.Deleted)
 	sb.State, sb.DesiredState = stateDestroying, stateDestroyed
 	s.advance(sb, nil, stateDestroyed, nil)
 }
@@ -467,8 +471,8 @@ func (s *Server) dto(sb *sandbox) Sandbox {
 	if out.UpdatedAt == "" {
 		out.UpdatedAt = out.CreatedAt
 	}
-	if !sb.destroyAt.IsZero() {
-		out.AutoDestroyAt = stamp(sb.destroyAt)
+	if at := sb.eb.Deadline(); !at.IsZero() {
+		out.AutoDestroyAt = stamp(at)
 	}
 	out.ToolboxProxyURL = s.toolboxURL()
 	if b := sb.BuildInfo; b != nil {
