@@ -46,16 +46,10 @@ func (s *treeSandbox) DownloadTar(ctx context.Context, p string) (io.ReadCloser,
 	if err != nil {
 		return nil, err
 	}
-	name := rel(p)
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return hosttar.Stream(ctx, func(ctx context.Context, w io.Writer) error {
 		defer root.Close()
-		pw.CloseWithError(hosttar.Write(ctx, pw, root, name))
-	}()
-	return &download{pr: pr, cancel: cancel, done: done}, nil
+		return hosttar.Write(ctx, w, root, rel(p))
+	}), nil
 }
 
 // rel is the name of the absolute sandbox path p under an os.Root of the
@@ -65,22 +59,6 @@ func rel(p string) string {
 		return name
 	}
 	return "."
-}
-
-// download stops the archiving goroutine on Close and waits for it.
-type download struct {
-	pr     *io.PipeReader
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (d *download) Read(b []byte) (int, error) { return d.pr.Read(b) }
-
-func (d *download) Close() error {
-	d.cancel()
-	err := d.pr.Close()
-	<-d.done
-	return err
 }
 
 // minimalSandbox hides every optional method of a sandbox (Options.Minimal):
