@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -101,6 +102,9 @@ func (e *Engine) Create(s Spec) (*Sandbox, error) {
 		return nil, errdefs.Errorf(errdefs.InvalidArgument, "malformed sandbox id %q", s.ID)
 	}
 	sb := newSandbox(e, s)
+	if err := os.Mkdir(sb.dir, 0o755); err != nil { // claims the ID's directory
+		return nil, errdefs.ClassifyErrno(err)
+	}
 	if err := sb.lay(s); err != nil {
 		_ = os.RemoveAll(sb.dir)
 		return nil, err
@@ -108,7 +112,7 @@ func (e *Engine) Create(s Spec) (*Sandbox, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || e.sandboxes[s.ID] != nil {
-		_ = os.RemoveAll(sb.dir) // lay made it: the ID's directory was free
+		_ = os.RemoveAll(sb.dir)
 		if e.closed {
 			return nil, errdefs.Errorf(errdefs.Unavailable, "fakeengine: closed")
 		}
@@ -125,10 +129,7 @@ func (e *Engine) Create(s Spec) (*Sandbox, error) {
 
 // lay makes the sandbox's tree.
 func (sb *Sandbox) lay(s Spec) error {
-	if _, err := os.Lstat(sb.dir); err == nil {
-		return errdefs.Errorf(errdefs.AlreadyExists, "sandbox %s exists", s.ID)
-	}
-	if err := os.MkdirAll(sb.root, 0o755); err != nil {
+	if err := os.Mkdir(sb.root, 0o755); err != nil {
 		return errdefs.Classify(errdefs.Unavailable, err)
 	}
 	if l := s.Layout; l != nil {
@@ -179,14 +180,8 @@ func (e *Engine) Get(id string) (*Sandbox, error) {
 // List returns the live sandboxes that carry every label of want, oldest
 // first.
 func (e *Engine) List(want map[string]string) []*Sandbox {
-	e.mu.Lock()
-	all := make([]*Sandbox, 0, len(e.sandboxes))
-	for _, sb := range e.sandboxes {
-		all = append(all, sb)
-	}
-	e.mu.Unlock()
-	out := all[:0]
-	for _, sb := range all {
+	var out []*Sandbox
+	for _, sb := range e.all() {
 		if sb.live() == nil && sb.HasLabels(want) {
 			out = append(out, sb)
 		}
@@ -195,13 +190,10 @@ func (e *Engine) List(want map[string]string) []*Sandbox {
 	return out
 }
 
-// End ends the sandbox with id (Sandbox.End).
-func (e *Engine) End(id string, why Reason) error {
-	sb := e.Lookup(id)
-	if sb == nil {
-		return errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", id)
-	}
-	return sb.End(why)
+func (e *Engine) all() []*Sandbox {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.sandboxes))
 }
 
 // Close ends every sandbox (Closed), waits for their processes and
@@ -209,12 +201,8 @@ func (e *Engine) End(id string, why Reason) error {
 func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
-	all := make([]*Sandbox, 0, len(e.sandboxes))
-	for _, sb := range e.sandboxes {
-		all = append(all, sb)
-	}
 	e.mu.Unlock()
-	for _, sb := range all {
+	for _, sb := range e.all() {
 		_ = sb.End(Closed)
 	}
 	e.wg.Wait()

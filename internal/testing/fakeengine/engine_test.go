@@ -96,7 +96,7 @@ func TestEndedSandboxAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.End(sb.ID, fakeengine.Deleted); err != nil {
+	if err := sb.End(fakeengine.Deleted); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -120,7 +120,7 @@ func TestEndedSandboxAnswers(t *testing.T) {
 		"get":   func() error { _, err := e.Get(sb.ID); return err }(),
 		"write": func() error { _, err := sb.WriteFile("/f", strings.NewReader("x"), 0); return err }(),
 		"exec":  func() error { _, err := sb.Exec(t.Context(), fakeengine.Command{Args: []string{"true"}}); return err }(),
-		"end":   e.End(sb.ID, fakeengine.Deleted),
+		"end":   sb.End(fakeengine.Deleted),
 	} {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("%s on the ended sandbox: %v, want NotFound", name, err)
@@ -195,7 +195,7 @@ func TestFileModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fi.Perm()
+		return fi.Mode.Perm()
 	}
 	if _, err := sb.WriteFile("/a/b/new", strings.NewReader("x"), 0); err != nil {
 		t.Fatal(err)

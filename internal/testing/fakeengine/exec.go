@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-sh/berth/internal/dirfd"
 	"github.com/berth-sh/berth/internal/hostproc"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -79,7 +80,7 @@ func (sb *Sandbox) Exec(ctx context.Context, c Command) (*Proc, error) {
 		Stdout: c.Stdout, Stderr: c.Stderr, Timeout: c.Timeout, Grace: c.Grace, KillGroupAtExit: c.KillGroupAtExit,
 	}
 	look := hostproc.Lookup{PATH: hostproc.Getenv(spec.Env, "PATH"), Dir: host, Tree: sb.root}
-	if sb.Confined() {
+	if sb.busybox != "" {
 		spec.Dir, spec.Root, spec.Busybox = path.Clean(dir), sb.root, sb.busybox
 		look = hostproc.Lookup{PATH: look.PATH, Dir: spec.Dir, Root: sb.root}
 	}
@@ -106,18 +107,17 @@ func (sb *Sandbox) Exec(ctx context.Context, c Command) (*Proc, error) {
 // tree, and returns it as a host path: where it really is, whatever
 // symlinks the tree has on the way, so a host process never follows one
 // out of the tree.
-func (sb *Sandbox) hostDir(dir string) (string, error) {
-	r, dir, err := sb.open(dir)
-	if err != nil {
-		return "", err
-	}
-	defer r.Close()
-	f, err := r.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return "", fmt.Errorf("%w %s: %w", ErrWorkDir, dir, err)
-	}
-	defer f.Close()
-	return os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+func (sb *Sandbox) hostDir(dir string) (host string, err error) {
+	err = sb.in(dir, func(r *dirfd.Root, dir string) error {
+		f, err := r.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("%w %s: %w", ErrWorkDir, dir, err)
+		}
+		defer f.Close()
+		host, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+		return err
+	})
+	return host, err
 }
 
 // follow registers the command, so that ending the sandbox kills it (one

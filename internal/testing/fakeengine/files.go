@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,16 +17,12 @@ import (
 )
 
 // The file calls' own refusals, inside *fs.PathError values; every other
-// error is a *fs.PathError with the errno the kernel gave (errors.Is with
+// error is a *fs.PathError with the kernel's errno (errors.Is with
 // fs.ErrNotExist, syscall.EISDIR...).
 var (
-	// ErrRelative: the path is not absolute.
-	ErrRelative = errors.New("path is not absolute")
-	// ErrRoot: the sandbox's "/" cannot be removed.
-	ErrRoot = errors.New("refusing to remove the sandbox's root")
-	// ErrNotRegular: what is there is neither a regular file nor a
-	// directory (a FIFO, a device), so it is not read.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrRelative   = errors.New("path is not absolute")
+	ErrRoot       = errors.New("refusing to remove the sandbox's root")
+	ErrNotRegular = errors.New("not a regular file") // a FIFO or device is never read
 )
 
 // FileType is what a FileInfo describes.
@@ -43,195 +40,123 @@ type FileInfo struct {
 	// Name is the last element of Path, the clean sandbox path.
 	Name, Path string
 	Type       FileType
-	// Mode is st_mode: type, set-id, sticky and permission bits.
-	Mode     uint32
-	Size     int64
-	ModTime  time.Time
-	UID, GID uint32
-	// Target is a symlink's target.
-	Target string
+	Mode       fs.FileMode // as os.Lstat gives it
+	Size       int64
+	ModTime    time.Time
+	Sys        *syscall.Stat_t // st_mode, owner and group as the kernel has them
+	Target     string          // a symlink's
 }
 
-// Perm is the permission bits.
-func (fi FileInfo) Perm() fs.FileMode { return fs.FileMode(fi.Mode & 0o777) }
-
-// FileMode is Mode in Go's form, as os.Lstat gives it.
-func (fi FileInfo) FileMode() fs.FileMode {
-	m := fi.Perm()
-	for _, b := range []struct {
-		st uint32
-		m  fs.FileMode
-	}{{unix.S_ISUID, fs.ModeSetuid}, {unix.S_ISGID, fs.ModeSetgid}, {unix.S_ISVTX, fs.ModeSticky}} {
-		if fi.Mode&b.st != 0 {
-			m |= b.m
+// describe describes the file f is open on (O_PATH will do) as p.
+func describe(f *os.File, p string) (FileInfo, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return FileInfo{}, err
+	}
+	fi := FileInfo{Name: path.Base(p), Path: p, Type: FileOther, Mode: st.Mode(), Size: st.Size(),
+		ModTime: st.ModTime(), Sys: st.Sys().(*syscall.Stat_t)}
+	switch m := st.Mode(); {
+	case m.IsRegular():
+		fi.Type = FileRegular
+	case m.IsDir():
+		fi.Type = FileDir
+	case m&fs.ModeSymlink != 0:
+		fi.Type = FileSymlink
+		buf := make([]byte, unix.PathMax)
+		if n, err := unix.Readlinkat(int(f.Fd()), "", buf); err == nil { // the link f is open on
+			fi.Target = string(buf[:n])
 		}
 	}
-	switch fi.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		m |= fs.ModeDir
-	case unix.S_IFLNK:
-		m |= fs.ModeSymlink
-	case unix.S_IFIFO:
-		m |= fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		m |= fs.ModeSocket
-	case unix.S_IFCHR:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		m |= fs.ModeDevice
-	}
-	return m
+	return fi, nil
 }
 
-func describe(p string, st unix.Stat_t) FileInfo {
-	fi := FileInfo{
-		Name: path.Base(p), Path: p, Type: FileOther, Mode: st.Mode, Size: st.Size,
-		ModTime: time.Unix(st.Mtim.Unix()), UID: st.Uid, GID: st.Gid,
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		fi.Type = FileRegular
-	case unix.S_IFDIR:
-		fi.Type = FileDir
-	case unix.S_IFLNK:
-		fi.Type = FileSymlink
-	}
-	return fi
-}
-
-// open checks that the sandbox lives and opens its tree as a dirfd root,
-// in which paths resolve as they do inside. p must be absolute.
-func (sb *Sandbox) open(p string) (*dirfd.Root, string, error) {
+// in checks that the sandbox lives and runs fn on its tree, opened as a
+// dirfd root in which paths resolve as they do inside, with p clean. p
+// must be absolute.
+func (sb *Sandbox) in(p string, fn func(r *dirfd.Root, p string) error) error {
 	if !path.IsAbs(p) {
-		return nil, "", &fs.PathError{Op: "resolve", Path: p, Err: ErrRelative}
+		return &fs.PathError{Op: "resolve", Path: p, Err: ErrRelative}
 	}
 	if err := sb.live(); err != nil {
-		return nil, "", err
+		return err
 	}
 	r, err := dirfd.Open(sb.root, dirfd.InRoot)
 	if err != nil {
-		return nil, "", sb.live() // the tree went with the sandbox
+		return sb.live() // the tree went with the sandbox
 	}
-	return r, path.Clean(p), nil
+	defer r.Close()
+	return fn(r, path.Clean(p))
 }
 
-// fstat describes the file f is open on as p.
-func fstat(f *os.File, p string) (FileInfo, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return FileInfo{}, &fs.PathError{Op: "stat", Path: p, Err: err}
+// stat describes p: a final symlink itself, or with follow what it leads
+// to inside the tree.
+func stat(r *dirfd.Root, p string, follow bool) (FileInfo, error) {
+	flags := unix.O_PATH | unix.O_NOFOLLOW
+	if follow {
+		flags = unix.O_PATH
 	}
-	return describe(p, st), nil
+	f, err := r.Open(p, flags)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer f.Close()
+	return describe(f, p)
 }
 
 // Stat describes p: a final symlink itself, or with follow what it leads
 // to inside the tree.
-func (sb *Sandbox) Stat(p string, follow bool) (FileInfo, error) {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	defer r.Close()
-	if follow {
-		f, err := r.Open(p, unix.O_PATH)
-		if err != nil {
-			return FileInfo{}, err
-		}
-		defer f.Close()
-		return fstat(f, p)
-	}
-	if p == "/" {
-		st, err := r.Lstat(".")
-		return describe(p, st), err
-	}
-	d, base, err := r.Parent(p)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	defer d.Close()
-	return lstat(d, base, p)
-}
-
-// lstat describes name in d as p, with a symlink's target.
-func lstat(d *dirfd.Dir, name, p string) (FileInfo, error) {
-	st, err := d.Lstat(name)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	fi := describe(p, st)
-	if fi.Type == FileSymlink {
-		fi.Target, _ = d.Readlink(name)
-	}
-	return fi, nil
+func (sb *Sandbox) Stat(p string, follow bool) (fi FileInfo, err error) {
+	err = sb.in(p, func(r *dirfd.Root, p string) error {
+		fi, err = stat(r, p, follow)
+		return err
+	})
+	return fi, err
 }
 
 // List describes the entries of the directory p, sorted by name; with
 // follow a symlink is described by what it leads to, and left out when
 // that is missing (Daytona's daemon lists so).
-func (sb *Sandbox) List(p string, follow bool) ([]FileInfo, error) {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	d, err := r.OpenDir(p)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Names()
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	out := make([]FileInfo, 0, len(names))
-	for _, name := range names {
-		fi, err := lstat(d, name, path.Join(p, name))
-		if err == nil && follow && fi.Type == FileSymlink {
-			fi, err = followed(r, fi.Path)
+func (sb *Sandbox) List(p string, follow bool) (out []FileInfo, err error) {
+	err = sb.in(p, func(r *dirfd.Root, p string) error {
+		d, err := r.OpenDir(p)
+		if err != nil {
+			return err
 		}
-		if err == nil { // else removed since the listing, or a dangling link
-			out = append(out, fi)
+		names, err := d.Names()
+		d.Close()
+		slices.Sort(names)
+		for _, name := range names {
+			if fi, err := stat(r, path.Join(p, name), follow); err == nil { // else gone since, or dangling
+				out = append(out, fi)
+			}
 		}
-	}
-	return out, nil
-}
-
-func followed(r *dirfd.Root, p string) (FileInfo, error) {
-	f, err := r.Open(p, unix.O_PATH)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	defer f.Close()
-	return fstat(f, p)
+		return err
+	})
+	return out, err
 }
 
 // Open opens the regular file at p (through symlinks inside the tree) for
-// reading. A directory is syscall.EISDIR; anything else that is not a
-// regular file is ErrNotRegular, refused before it could block a read.
-func (sb *Sandbox) Open(p string) (*os.File, FileInfo, error) {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return nil, FileInfo{}, err
-	}
-	defer r.Close()
-	f, err := r.Open(p, unix.O_RDONLY|unix.O_NONBLOCK)
-	if err != nil {
-		return nil, FileInfo{}, err
-	}
-	fi, err := fstat(f, p)
-	switch {
-	case err != nil:
-	case fi.Type == FileDir:
-		err = &fs.PathError{Op: "open", Path: p, Err: unix.EISDIR}
-	case fi.Type != FileRegular:
-		err = &fs.PathError{Op: "open", Path: p, Err: ErrNotRegular}
-	}
-	if err != nil {
-		f.Close()
-		return nil, FileInfo{}, err
-	}
-	return f, fi, nil
+// reading. A directory is syscall.EISDIR; anything else but a regular file
+// is ErrNotRegular, refused before it could block a read.
+func (sb *Sandbox) Open(p string) (f *os.File, fi FileInfo, err error) {
+	err = sb.in(p, func(r *dirfd.Root, p string) error {
+		if f, err = r.Open(p, unix.O_RDONLY|unix.O_NONBLOCK); err != nil {
+			return err
+		}
+		switch fi, err = describe(f, p); {
+		case err != nil:
+		case fi.Type == FileDir:
+			err = &fs.PathError{Op: "open", Path: p, Err: syscall.EISDIR}
+		case fi.Type != FileRegular:
+			err = &fs.PathError{Op: "open", Path: p, Err: ErrNotRegular}
+		}
+		if err != nil {
+			f.Close()
+			f = nil
+		}
+		return err
+	})
+	return f, fi, err
 }
 
 // ReadFile reads the whole regular file at p (Open).
@@ -248,60 +173,27 @@ func (sb *Sandbox) ReadFile(p string) ([]byte, error) {
 // following a final symlink inside the tree. A new file gets mode (0644
 // when mode is 0), an existing one keeps its mode unless mode is set; the
 // umask has no say. It returns the bytes written.
-func (sb *Sandbox) WriteFile(p string, r io.Reader, mode fs.FileMode) (int64, error) {
-	root, p, err := sb.open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer root.Close()
-	if p == "/" {
-		return 0, &fs.PathError{Op: "write", Path: p, Err: unix.EISDIR}
-	}
-	if err := mkdirAll(root, path.Dir(p)); err != nil {
-		return 0, err
-	}
-	f, err := root.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
-	if errors.Is(err, fs.ErrExist) {
-		f, err = root.Open(p, unix.O_WRONLY|unix.O_TRUNC)
-	} else if err == nil && mode == 0 {
-		mode = 0o644
-	}
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(f, r)
-	if err == nil && mode != 0 {
-		err = dirfd.SetFileAttrs(f, dirfd.Attrs{SetMode: true, Mode: uint32(mode.Perm())})
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
-}
-
-// Mkdir makes the directory p with mode perm, whatever the umask; with
-// parents its missing parents too (0755), and an existing directory is no
-// error.
-func (sb *Sandbox) Mkdir(p string, perm fs.FileMode, parents bool) error {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if parents {
-		if err := mkdirAll(r, path.Dir(p)); err != nil || r.IsDir(p) {
+func (sb *Sandbox) WriteFile(p string, r io.Reader, mode fs.FileMode) (n int64, err error) {
+	err = sb.in(p, func(root *dirfd.Root, p string) error {
+		if err := mkdirAll(root, path.Dir(p)); err != nil {
 			return err
 		}
-	}
-	d, base, err := r.Parent(p)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Mkdir(base, uint32(perm.Perm())); err != nil {
-		return err
-	}
-	return d.Chmod(base, uint32(perm.Perm()))
+		f, err := root.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
+		if errors.Is(err, fs.ErrExist) {
+			f, err = root.Open(p, unix.O_WRONLY|unix.O_TRUNC)
+		} else if err == nil && mode == 0 {
+			mode = 0o644
+		}
+		if err != nil {
+			return err
+		}
+		n, err = io.Copy(f, r)
+		if err == nil && mode != 0 {
+			err = dirfd.SetFileAttrs(f, dirfd.Attrs{SetMode: true, Mode: uint32(mode.Perm())})
+		}
+		return errors.Join(err, f.Close())
+	})
+	return n, err
 }
 
 // mkdirAll makes the directory p and its parents (0755).
@@ -313,47 +205,63 @@ func mkdirAll(r *dirfd.Root, p string) error {
 	return d.Close()
 }
 
-// Remove removes p: a file or a symlink itself, an empty directory, or
-// with recursive a whole tree. "/" is ErrRoot.
-func (sb *Sandbox) Remove(p string, recursive bool) error {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if p == "/" {
-		return &fs.PathError{Op: "remove", Path: p, Err: ErrRoot}
-	}
-	d, base, err := r.Parent(p)
+// Mkdir makes the directory p with mode perm, whatever the umask; with
+// parents its missing parents too (0755), and an existing directory is no
+// error.
+func (sb *Sandbox) Mkdir(p string, perm fs.FileMode, parents bool) error {
+	return sb.in(p, func(r *dirfd.Root, p string) error {
+		if parents {
+			if err := mkdirAll(r, path.Dir(p)); err != nil || r.IsDir(p) {
+				return err
+			}
+		}
+		return inParent(r, p, func(d *dirfd.Dir, name string) error {
+			if err := d.Mkdir(name, uint32(perm.Perm())); err != nil {
+				return err
+			}
+			return d.Chmod(name, uint32(perm.Perm()))
+		})
+	})
+}
+
+// inParent runs fn on the directory holding p and p's last element, which
+// fn acts on without following it.
+func inParent(r *dirfd.Root, p string, fn func(d *dirfd.Dir, name string) error) error {
+	d, name, err := r.Parent(p)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	st, err := d.Lstat(base)
-	switch {
-	case err != nil:
-		return err
-	case recursive:
-		return d.RemoveAll(base)
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return d.Rmdir(base)
-	}
-	return d.Unlink(base)
+	return fn(d, name)
+}
+
+// Remove removes p: a file or a symlink itself, an empty directory, or
+// with recursive a whole tree. "/" is ErrRoot.
+func (sb *Sandbox) Remove(p string, recursive bool) error {
+	return sb.in(p, func(r *dirfd.Root, p string) error {
+		if p == "/" {
+			return &fs.PathError{Op: "remove", Path: p, Err: ErrRoot}
+		}
+		return inParent(r, p, func(d *dirfd.Dir, name string) error {
+			st, err := d.Lstat(name)
+			switch {
+			case err != nil:
+				return err
+			case recursive:
+				return d.RemoveAll(name)
+			case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+				return d.Rmdir(name)
+			}
+			return d.Unlink(name)
+		})
+	})
 }
 
 // Chmod sets the mode of p; a symlink, which has none, is left alone.
 func (sb *Sandbox) Chmod(p string, mode fs.FileMode) error {
-	r, p, err := sb.open(p)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	d, base, err := r.Parent(p)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Chmod(base, uint32(mode.Perm()))
+	return sb.in(p, func(r *dirfd.Root, p string) error {
+		return inParent(r, p, func(d *dirfd.Dir, name string) error { return d.Chmod(name, uint32(mode.Perm())) })
+	})
 }
 
 // OSRoot opens the tree as an os.Root, for hosttar's extraction and
@@ -369,8 +277,8 @@ func (sb *Sandbox) OSRoot() (*os.Root, error) {
 	return r, nil
 }
 
-// CopyTree copies the tree into the host directory dst (a snapshot, a
-// fork's seed); the sandbox cannot end while it is copied.
+// CopyTree copies the tree into the host directory dst (a snapshot); the
+// sandbox cannot end while it is copied.
 func (sb *Sandbox) CopyTree(dst string) error {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()

@@ -62,12 +62,12 @@ type Sandbox struct {
 }
 
 func newSandbox(e *Engine, s Spec) *Sandbox {
+	dir := filepath.Join(e.dir, s.ID)
 	sb := &Sandbox{
-		ID: s.ID, Image: s.Image, Created: time.Now(), Value: s.Value, e: e,
-		dir: filepath.Join(e.dir, s.ID), env: maps.Clone(s.Env), workDir: s.WorkDir,
-		done: make(chan struct{}), labels: maps.Clone(s.Labels), procs: map[*Proc]struct{}{},
+		ID: s.ID, Image: s.Image, Created: time.Now(), Value: s.Value, e: e, dir: dir, root: filepath.Join(dir, "root"),
+		env: maps.Clone(s.Env), workDir: s.WorkDir, done: make(chan struct{}), labels: maps.Clone(s.Labels),
+		procs: map[*Proc]struct{}{},
 	}
-	sb.root = filepath.Join(sb.dir, "root")
 	if s.Layout != nil {
 		sb.busybox = s.Layout.Busybox
 	}
@@ -77,14 +77,8 @@ func newSandbox(e *Engine, s Spec) *Sandbox {
 // Root is the host directory that is the sandbox's "/".
 func (sb *Sandbox) Root() string { return sb.root }
 
-// Confined says whether commands run confined to the tree (Layout.Busybox).
-func (sb *Sandbox) Confined() bool { return sb.busybox != "" }
-
 // Env is a copy of the sandbox's base environment.
 func (sb *Sandbox) Env() map[string]string { return maps.Clone(sb.env) }
-
-// WorkDir is Spec.WorkDir.
-func (sb *Sandbox) WorkDir() string { return sb.workDir }
 
 // Labels returns a copy of the labels.
 func (sb *Sandbox) Labels() map[string]string {
@@ -197,7 +191,7 @@ func (sb *Sandbox) Kill() { sb.kill(syscall.SIGKILL) }
 
 func (sb *Sandbox) kill(sig syscall.Signal) {
 	ps := sb.Signal(sig)
-	if sb.Confined() {
+	if sb.busybox != "" {
 		busyroot.KillRooted(sb.root) // what left its group, too
 	}
 	timeout := time.NewTimer(killWait)

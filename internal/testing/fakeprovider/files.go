@@ -81,7 +81,7 @@ var fileTypes = map[fakeengine.FileType]driver.FileType{
 func info(fi fakeengine.FileInfo) driver.FileInfo {
 	return driver.FileInfo{
 		Name: fi.Name, Path: fi.Path, Type: fileTypes[fi.Type], Size: fi.Size,
-		Mode: uint32(fi.Perm()), ModTime: fi.ModTime, Target: fi.Target,
+		Mode: uint32(fi.Mode.Perm()), ModTime: fi.ModTime, Target: fi.Target,
 	}
 }
 

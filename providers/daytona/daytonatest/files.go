@@ -31,9 +31,9 @@ type fileInfo struct {
 
 func toFileInfo(fi fakeengine.FileInfo) fileInfo {
 	return fileInfo{
-		Name: fi.Name, Size: fi.Size, Mode: fi.FileMode().String(), ModTime: fi.ModTime.String(),
-		ModifiedAt: fi.ModTime, IsDir: fi.Type == fakeengine.FileDir, Permissions: fmt.Sprintf("%04o", fi.Perm()),
-		Owner: strconv.FormatUint(uint64(fi.UID), 10), Group: strconv.FormatUint(uint64(fi.GID), 10),
+		Name: fi.Name, Size: fi.Size, Mode: fi.Mode.String(), ModTime: fi.ModTime.String(),
+		ModifiedAt: fi.ModTime, IsDir: fi.Type == fakeengine.FileDir, Permissions: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		Owner: strconv.FormatUint(uint64(fi.Sys.Uid), 10), Group: strconv.FormatUint(uint64(fi.Sys.Gid), 10),
 	}
 }
 

@@ -122,9 +122,9 @@ var fsTypes = map[fakeengine.FileType]string{
 
 func describe(fi fakeengine.FileInfo) fsInfo {
 	info := fsInfo{
-		Name: fi.Name, Path: fi.Path, Type: fsTypes[fi.Type], Size: fi.Size, Mode: fi.Mode,
-		Permissions: fmt.Sprintf("%04o", fi.Perm()),
-		Owner:       fmt.Sprint(fi.UID), Group: fmt.Sprint(fi.GID),
+		Name: fi.Name, Path: fi.Path, Type: fsTypes[fi.Type], Size: fi.Size, Mode: fi.Sys.Mode,
+		Permissions: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		Owner:       fmt.Sprint(fi.Sys.Uid), Group: fmt.Sprint(fi.Sys.Gid),
 		ModifiedTime: float64(fi.ModTime.UnixNano()) / 1e9,
 	}
 	if fi.Type == fakeengine.FileSymlink {
