@@ -12,15 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/berth-sh/berth/internal/syncbuf"
 	"github.com/berth-sh/berth/internal/testing/busyroot"
 	"github.com/berth-sh/berth/internal/testing/fakeengine"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newEngine(t *testing.T, o fakeengine.Options) *fakeengine.Engine {
 	t.Helper()
