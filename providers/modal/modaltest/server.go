@@ -76,7 +76,7 @@ type Server struct {
 	faults      faults
 	closed      bool
 
-	procs sync.WaitGroup // goroutines of running commands and tunnels
+	procs sync.WaitGroup // goroutines of the file tool and of refused commands
 
 	caOnce sync.Once // the tunnels' certificates (tunnels.go)
 	ca     *x509.Certificate
