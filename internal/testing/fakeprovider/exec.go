@@ -90,28 +90,25 @@ func (p *process) Wait(ctx context.Context) (int, error) {
 		<-ctx.Done()
 		return -1, ctx.Err()
 	}
-	dropped := errdefs.Errorf(errdefs.Unavailable, "output stream of process %d dropped", p.PID())
+	select {
+	case <-p.dropped: // first: a cut stream fails Wait even after the exit
+	default:
+		select {
+		case <-p.ep.Done():
+		case <-p.dropped:
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
+	}
 	select {
 	case <-p.dropped:
-		return -1, dropped
+		return -1, errdefs.Errorf(errdefs.Unavailable, "output stream of process %d dropped", p.PID())
 	default:
 	}
-	select {
-	case <-p.ep.Done():
-		select {
-		case <-p.dropped:
-			return -1, dropped
-		default:
-		}
-		if p.timeout != nil {
-			return -1, p.timeout
-		}
-		return p.ep.Exit().Code, nil
-	case <-p.dropped:
-		return -1, dropped
-	case <-ctx.Done():
-		return -1, ctx.Err()
+	if p.timeout != nil {
+		return -1, p.timeout
 	}
+	return p.ep.Exit().Code, nil
 }
 
 var signals = map[driver.Signal]syscall.Signal{

@@ -85,39 +85,6 @@ type BuildInfo struct {
 	SnapshotRef       string `json:"snapshotRef"`
 }
 
-// listItem is a sandbox as GET /sandbox lists it: the Sandbox without its
-// environment and build (SandboxListItem).
-type listItem struct {
-	ID                  string            `json:"id"`
-	OrganizationID      string            `json:"organizationId"`
-	Name                string            `json:"name"`
-	Target              string            `json:"target"`
-	SandboxClass        string            `json:"sandboxClass"`
-	State               string            `json:"state"`
-	DesiredState        string            `json:"desiredState"`
-	Snapshot            string            `json:"snapshot,omitempty"`
-	User                string            `json:"user"`
-	ErrorReason         string            `json:"errorReason,omitempty"`
-	Public              bool              `json:"public"`
-	NetworkBlockAll     bool              `json:"networkBlockAll"`
-	NetworkAllowList    string            `json:"networkAllowList,omitempty"`
-	DomainAllowList     string            `json:"domainAllowList,omitempty"`
-	CPU                 int               `json:"cpu"`
-	GPU                 int               `json:"gpu"`
-	Memory              int               `json:"memory"`
-	Disk                int               `json:"disk"`
-	Labels              map[string]string `json:"labels"`
-	AutoStopInterval    int               `json:"autoStopInterval"`
-	AutoArchiveInterval int               `json:"autoArchiveInterval"`
-	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
-	AutoDestroyAt       string            `json:"autoDestroyAt,omitempty"`
-	CreatedAt           string            `json:"createdAt"`
-	UpdatedAt           string            `json:"updatedAt"`
-	LastActivityAt      string            `json:"lastActivityAt"`
-	DaemonVersion       string            `json:"daemonVersion"`
-	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
-}
-
 // daemonVersion is the toolbox version the fake reports.
 const daemonVersion = "v0.218.0"
 
@@ -400,7 +367,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(match, func(a, b *sandbox) int { return strings.Compare(a.ID, b.ID) })
-	items := []listItem{}
+	items := []map[string]any{}
 	var next *string
 	for i := offset; i < len(match) && i < offset+limit; i++ {
 		items = append(items, s.item(match[i]))
@@ -482,18 +449,16 @@ func (s *Server) dto(sb *sandbox) Sandbox {
 	return out
 }
 
-// item is sb as a list shows it; s.mu is held.
-func (s *Server) item(sb *sandbox) listItem {
-	d := s.dto(sb)
-	return listItem{
-		ID: d.ID, OrganizationID: d.OrganizationID, Name: d.Name, Target: d.Target, SandboxClass: d.SandboxClass,
-		State: d.State, DesiredState: d.DesiredState, Snapshot: d.Snapshot, User: d.User, ErrorReason: d.ErrorReason,
-		Public: d.Public, NetworkBlockAll: d.NetworkBlockAll, NetworkAllowList: d.NetworkAllowList, DomainAllowList: d.DomainAllowList,
-		CPU: d.CPU, GPU: d.GPU, Memory: d.Memory, Disk: d.Disk, Labels: d.Labels,
-		AutoStopInterval: d.AutoStopInterval, AutoArchiveInterval: d.AutoArchiveInterval, AutoDeleteInterval: d.AutoDeleteInterval,
-		AutoDestroyAt: d.AutoDestroyAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, LastActivityAt: d.LastActivityAt,
-		DaemonVersion: d.DaemonVersion, ToolboxProxyURL: d.ToolboxProxyURL,
+// item is sb as a list shows it (SandboxListItem): the Sandbox without
+// its environment, build and backup; s.mu is held.
+func (s *Server) item(sb *sandbox) map[string]any {
+	var m map[string]any
+	b, _ := json.Marshal(s.dto(sb))
+	_ = json.Unmarshal(b, &m)
+	for _, k := range []string{"env", "buildInfo", "recoverable", "backupState"} {
+		delete(m, k)
 	}
+	return m
 }
 
 // deref is *p, or d when the field was left out or zero.
