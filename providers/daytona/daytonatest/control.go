@@ -189,29 +189,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	o := s.opts
 	cpu, mem, disk := deref(req.CPU, 1), deref(req.Memory, 1), deref(req.Disk, 3)
-	switch {
-	case req.Snapshot != "" && req.BuildInfo != nil:
-		writeError(w, http.StatusBadRequest, "Cannot specify both snapshot and buildInfo")
-		return
-	case req.BuildInfo != nil && !strings.HasPrefix(req.BuildInfo.DockerfileContent, "FROM "):
-		writeError(w, http.StatusBadRequest, "Invalid Dockerfile content")
-		return
-	case cpu < 1 || mem < 1 || disk < 1:
-		writeError(w, http.StatusBadRequest, "cpu, memory and disk must be at least 1")
-		return
-	case cpu > o.MaxCPU:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("CPU request %d exceeds maximum allowed per sandbox (%d).\nContact support to raise the limit.", cpu, o.MaxCPU))
-		return
-	case mem > o.MaxMemoryGB:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Memory request %dGB exceeds maximum allowed per sandbox (%dGB).\nContact support to raise the limit.", mem, o.MaxMemoryGB))
-		return
-	case disk > o.MaxDiskGB:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Disk request %dGB exceeds maximum allowed per sandbox (%dGB).\nContact support to raise the limit.", disk, o.MaxDiskGB))
-		return
-	case req.TTLMinutes != nil && *req.TTLMinutes < 0:
-		writeError(w, http.StatusBadRequest, "ttlMinutes must be a non-negative integer")
+	if msg := s.refusal(&req, cpu, mem, disk); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	s.mu.Lock()
@@ -264,6 +244,30 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+// refusal is Daytona's answer to a create it refuses before looking at
+// the account, "" when it takes it.
+func (s *Server) refusal(req *createRequest, cpu, mem, disk int) string {
+	o := s.opts
+	const contact = "exceeds maximum allowed per sandbox (%d%s).\nContact support to raise the limit."
+	switch {
+	case req.Snapshot != "" && req.BuildInfo != nil:
+		return "Cannot specify both snapshot and buildInfo"
+	case req.BuildInfo != nil && !strings.HasPrefix(req.BuildInfo.DockerfileContent, "FROM "):
+		return "Invalid Dockerfile content"
+	case cpu < 1 || mem < 1 || disk < 1:
+		return "cpu, memory and disk must be at least 1"
+	case cpu > o.MaxCPU:
+		return fmt.Sprintf("CPU request %d "+contact, cpu, o.MaxCPU, "")
+	case mem > o.MaxMemoryGB:
+		return fmt.Sprintf("Memory request %dGB "+contact, mem, o.MaxMemoryGB, "GB")
+	case disk > o.MaxDiskGB:
+		return fmt.Sprintf("Disk request %dGB "+contact, disk, o.MaxDiskGB, "GB")
+	case req.TTLMinutes != nil && *req.TTLMinutes < 0:
+		return "ttlMinutes must be a non-negative integer"
+	}
+	return ""
 }
 
 // newRecord fills the server's defaults into a new sandbox's view; s.mu
