@@ -178,7 +178,7 @@ func (sb *Sandbox) End(why Reason) error {
 		sb.timer.Stop()
 	}
 	sb.mu.Unlock()
-	sb.kill(syscall.SIGKILL)
+	sb.Kill()
 	_ = os.RemoveAll(sb.dir)
 	close(sb.done)
 	return nil
@@ -187,10 +187,8 @@ func (sb *Sandbox) End(why Reason) error {
 // Kill kills every process the sandbox has started, and every process
 // rooted in a confined tree, and waits until they are reaped (up to
 // killWait); the sandbox lives on (Daytona's stop).
-func (sb *Sandbox) Kill() { sb.kill(syscall.SIGKILL) }
-
-func (sb *Sandbox) kill(sig syscall.Signal) {
-	ps := sb.Signal(sig)
+func (sb *Sandbox) Kill() {
+	ps := sb.Signal(syscall.SIGKILL)
 	if sb.busybox != "" {
 		busyroot.KillRooted(sb.root) // what left its group, too
 	}
