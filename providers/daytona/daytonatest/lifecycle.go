@@ -57,7 +57,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request, sb *sandbox
 	switch sb.State {
 	case stateStopped, stateStopping:
 	case stateStarted, statePaused:
-		s.killSessions(sb)
+		s.stopLocked(sb)
 		sb.State, sb.DesiredState = stateStopping, stateStopped
 		s.advance(sb, nil, stateStopped, nil)
 	default:
@@ -208,7 +208,7 @@ func (s *Server) reaper() {
 				case sb.State == stateDestroying || sb.State == stateDestroyed:
 				case sb.State == stateStarted && sb.AutoStopInterval > 0 &&
 					now.Sub(sb.lastActive) >= time.Duration(sb.AutoStopInterval)*s.opts.Minute:
-					s.killSessions(sb)
+					s.stopLocked(sb)
 					sb.State, sb.stoppedAt = stateStopped, now
 				case sb.State == stateStopped && sb.AutoDeleteInterval >= 0 &&
 					now.Sub(sb.stoppedAt) >= time.Duration(sb.AutoDeleteInterval)*s.opts.Minute:

@@ -180,8 +180,8 @@ func (c *command) input(data string) error {
 	return nil
 }
 
-// killSessions kills every command of sb, forgets its sessions, and kills
-// whatever else runs in it; s.mu is held.
+// killSessions kills every command of sb and forgets its sessions; s.mu
+// is held.
 func (s *Server) killSessions(sb *sandbox) {
 	for id, sess := range sb.sessions {
 		for _, c := range sess.cmds {
@@ -189,5 +189,11 @@ func (s *Server) killSessions(sb *sandbox) {
 		}
 		delete(sb.sessions, id)
 	}
+}
+
+// stopLocked ends everything sb runs, its sessions' commands first (whose
+// logs then get no exit code); s.mu is held.
+func (s *Server) stopLocked(sb *sandbox) {
+	s.killSessions(sb)
 	sb.eb.Kill()
 }
