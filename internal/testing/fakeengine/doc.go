@@ -38,7 +38,11 @@
 // stderr. Ending a sandbox kills every process it started, and with a
 // confined tree every process rooted in it. Log keeps a stream whole for
 // readers that resume at an offset (Modal's stdio reads, Daytona's session
-// logs).
+// logs). A sandbox's commands share the host's network, so its ports are
+// on the loopback address (Loopback, and Proxy for the wires' preview and
+// port routes). Busybox finds the static busybox confinement needs, or
+// says why tests must skip.
 //
-// It isolates nothing: it is a test double. Import it only from the fakes.
+// It isolates nothing: it is a test double. Import it only from the fakes
+// and test helpers.
 package fakeengine
