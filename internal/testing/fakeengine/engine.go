@@ -24,7 +24,9 @@ type Options struct {
 	Dir string
 	// OnExpire, when set, ends a sandbox whose deadline has passed the
 	// wire's way (through its own states); it must call End. It runs on a
-	// timer's goroutine with no lock of the engine's held. nil ends the
+	// timer's goroutine with no lock of the engine's held, after whatever
+	// the goroutine that set the deadline did before (a Value completed
+	// after Create wants SetDeadline after it, not Spec.TTL). nil ends the
 	// sandbox with Expired.
 	OnExpire func(*Sandbox)
 }

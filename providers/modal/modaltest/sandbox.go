@@ -42,7 +42,6 @@ func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[s
 	// saved.
 	eb, err := s.eng.Create(fakeengine.Spec{
 		ID: sb.id, Labels: tags, Env: vars, WorkDir: def.GetWorkdir(), Value: sb,
-		TTL:    time.Duration(def.GetTimeoutSecs()) * time.Second,
 		Layout: &busyroot.Root{Busybox: s.opts.Busybox}, Seed: im.tree,
 	})
 	if err != nil {
@@ -53,6 +52,8 @@ func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[s
 		sb.finish(fakeengine.Deleted)
 		return nil, err
 	}
+	// Armed once sb is whole: the timeout's finish reads it.
+	eb.SetDeadline(eb.Created.Add(time.Duration(def.GetTimeoutSecs()) * time.Second))
 	exp := time.Now().Add(time.Duration(def.GetTimeoutSecs()+3600) * time.Second)
 	sb.routerJWT = jwt(map[string]any{"exp": exp.Unix(), "task_id": sb.taskID})
 	s.mu.Lock()
