@@ -199,19 +199,14 @@ func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error)
 	if err != nil {
 		return nil, s.wrap(err, op)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tw := tar.NewWriter(pw)
-		err := s.walkTar(ctx, tw, p, "", fi)
-		if err == nil {
-			err = tw.Close()
+	rc := hosttar.Stream(ctx, func(ctx context.Context, w io.Writer) error {
+		tw := tar.NewWriter(w)
+		if err := s.walkTar(ctx, tw, p, "", fi); err != nil {
+			return err
 		}
-		pw.CloseWithError(err)
-	}()
-	return &wrapReader{rc: &pipeDownload{pr: pr, cancel: cancel, done: done}, s: s, op: op}, nil
+		return tw.Close()
+	})
+	return &wrapReader{rc: rc, s: s, op: op}, nil
 }
 
 // walkTar writes the entry for the sandbox path p (already described by fi)
@@ -272,23 +267,6 @@ func (s *Sandbox) walkTar(ctx context.Context, tw *tar.Writer, p, rel string, fi
 	default:
 		return nil // sockets, devices: nothing to carry
 	}
-}
-
-// pipeDownload is the reading end of a fallback download; Close stops the
-// walk and waits for it, so no goroutine outlives the stream.
-type pipeDownload struct {
-	pr     *io.PipeReader
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (d *pipeDownload) Read(b []byte) (int, error) { return d.pr.Read(b) }
-
-func (d *pipeDownload) Close() error {
-	d.cancel()
-	err := d.pr.Close()
-	<-d.done
-	return err
 }
 
 // wrapReader attaches op, provider and sandbox ID to stream errors.

@@ -213,6 +213,14 @@ func (d *Dir) Unlink(name string) error {
 	return nil
 }
 
+// Rmdir removes the empty directory name.
+func (d *Dir) Rmdir(name string) error {
+	if err := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err != nil {
+		return d.err("remove", name, err)
+	}
+	return nil
+}
+
 // ErrIsDir is what Clear's error wraps when a directory is in the way.
 var ErrIsDir = errors.New("a directory is in the way")
 

@@ -11,7 +11,8 @@
 // refusal for a bounded time (BusyWait) instead of failing the command.
 //
 // Users: envd's host backend (the agent inside local and k8s sandboxes,
-// agent/selfdriver), internal/testing/fakeprovider, providers/modal/modaltest and
-// providers/daytona/daytonatest. Each keeps its own wire and bookkeeping and
-// starts, waits for and signals its processes here.
+// agent/selfdriver) and internal/testing/fakeengine, the one backend of the
+// fakes (fakeprovider, daytonatest, modaltest, the e2b driver's fake).
+// Each keeps its own wire and bookkeeping and starts, waits for and
+// signals its processes here.
 package hostproc

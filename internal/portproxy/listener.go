@@ -49,11 +49,17 @@ func Listen(dial DialFunc, proto driver.PortProtocol) (*Listener, error) {
 	if err != nil {
 		return nil, errdefs.Errorf(errdefs.Unavailable, "listen on the loopback interface: %w", err)
 	}
+	return Serve(ln, dial, proto), nil
+}
+
+// Serve is Listen on a listener of the caller's (a TLS one, whose
+// connections Join carries decrypted), which Close closes.
+func Serve(ln net.Listener, dial DialFunc, proto driver.PortProtocol) *Listener {
 	ctx, stop := context.WithCancel(context.Background())
 	l := &Listener{ln: ln, dial: dial, proto: proto, ctx: ctx, stop: stop, conns: map[net.Conn]struct{}{}}
 	l.wg.Add(1)
 	go l.serve()
-	return l, nil
+	return l
 }
 
 // Addr is host:port of the listener.

@@ -1,27 +1,27 @@
 package e2b_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // fakeE2B is a small E2B server for the driver's tests: the control-plane
 // routes the driver calls, as the facts file describes them, and a data
 // plane that routes by E2b-Sandbox-Id (or by Host) to a real envd.Server
-// per sandbox. Sandboxes expire at their deadline.
+// per sandbox. The sandboxes, their metadata and deadlines are
+// internal/testing/fakeengine's; they expire at their deadline.
 type fakeE2B struct {
 	t    *testing.T
 	key  string
@@ -29,8 +29,8 @@ type fakeE2B struct {
 	api  *httptest.Server
 	data *httptest.Server
 
+	eng       *fakeengine.Engine
 	mu        sync.Mutex
-	sandboxes map[string]*fakeSandbox
 	calls     []call   // every control-plane call
 	hosts     []string // Host of every data-plane call routed by it
 	bodies    map[string][]json.RawMessage
@@ -48,11 +48,11 @@ type call struct {
 	at   time.Time
 }
 
+// fakeSandbox is the Value of an engine's sandbox of the same id: its
+// metadata are the engine's labels, its times the engine's.
 type fakeSandbox struct {
 	id, template, token string
 	traffic             string // the traffic access token; "" when ports are public
-	metadata            map[string]string
-	started, end        time.Time
 	srv                 *envd.Server
 }
 
@@ -67,7 +67,12 @@ func newFake(t *testing.T, o fakeOptions) *fakeE2B {
 	if o.v2 == "" {
 		o.v2 = "all"
 	}
-	f := &fakeE2B{t: t, key: "e2b_" + randHex(16), v2: o.v2, domain: o.domain, sandboxes: map[string]*fakeSandbox{}, bodies: map[string][]json.RawMessage{}}
+	f := &fakeE2B{t: t, key: "e2b_" + randHex(16), v2: o.v2, domain: o.domain, bodies: map[string][]json.RawMessage{}}
+	eng, err := fakeengine.New(fakeengine.Options{Dir: t.TempDir(), OnExpire: func(eb *fakeengine.Sandbox) { f.end(eb, fakeengine.Expired) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eng = eng
 	mux := http.NewServeMux()
 	if f.v2 == "all" {
 		mux.HandleFunc("POST /v2/sandboxes", f.create)
@@ -95,19 +100,28 @@ func newFake(t *testing.T, o fakeOptions) *fakeE2B {
 func (f *fakeE2B) close() {
 	f.api.Close()
 	f.data.Close()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for id, sb := range f.sandboxes {
-		sb.srv.Close()
-		delete(f.sandboxes, id)
+	for _, eb := range f.eng.List(nil) {
+		f.end(eb, fakeengine.Closed)
 	}
+	f.eng.Close()
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// end ends a sandbox and its envd.
+func (f *fakeE2B) end(eb *fakeengine.Sandbox, why fakeengine.Reason) {
+	_ = eb.End(why)
+	eb.Value.(*fakeSandbox).srv.Close()
 }
+
+// sandbox is the live sandbox with id, nil when there is none.
+func (f *fakeE2B) sandbox(id string) *fakeSandbox {
+	eb, err := f.eng.Get(id)
+	if err != nil {
+		return nil
+	}
+	return eb.Value.(*fakeSandbox)
+}
+
+func randHex(n int) string { return fakeengine.RandomHex(n) }
 
 // gate checks the key, records the call and answers throttles.
 func (f *fakeE2B) gate(next http.Handler) http.Handler {
@@ -119,7 +133,6 @@ func (f *fakeE2B) gate(next http.Handler) http.Handler {
 			f.throttle--
 			f.throttled = append(f.throttled, time.Now())
 		}
-		f.sweep()
 		f.mu.Unlock()
 		if got := r.Header.Get("X-API-KEY"); got != f.key {
 			msg := "invalid API key"
@@ -138,17 +151,6 @@ func (f *fakeE2B) gate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// sweep removes expired sandboxes; f.mu is held.
-func (f *fakeE2B) sweep() {
-	now := time.Now()
-	for id, sb := range f.sandboxes {
-		if now.After(sb.end) {
-			sb.srv.Close()
-			delete(f.sandboxes, id)
-		}
-	}
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -202,8 +204,7 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.EnvVars {
 		env = append(env, k+"="+v)
 	}
-	sb := &fakeSandbox{id: "i" + randHex(8), template: req.TemplateID, token: "tok_" + randHex(16), metadata: req.Metadata, started: time.Now()}
-	sb.end = sb.started.Add(time.Duration(timeout) * time.Second)
+	sb := &fakeSandbox{id: "i" + randHex(8), template: req.TemplateID, token: "tok_" + randHex(16)}
 	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
 		sb.traffic = "traffic_" + randHex(16)
 	}
@@ -213,17 +214,20 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb.srv = srv
-	f.mu.Lock()
-	f.sandboxes[sb.id] = sb
-	f.mu.Unlock()
+	if _, err := f.eng.Create(fakeengine.Spec{ID: sb.id, Labels: req.Metadata, TTL: time.Duration(timeout) * time.Second, Value: sb}); err != nil {
+		srv.Close()
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb, true))
 }
 
 // sandboxJSON is the Sandbox / SandboxDetail answer.
 func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
+	eb := f.eng.Lookup(sb.id)
 	m := map[string]any{
 		"sandboxID": sb.id, "templateID": sb.template, "clientID": "", "envdVersion": "0.6.0",
-		"startedAt": sb.started, "endAt": sb.end, "state": "running", "metadata": sb.metadata,
+		"startedAt": eb.Created, "endAt": eb.Deadline(), "state": "running", "metadata": eb.Labels(),
 		"domain": nil,
 	}
 	if f.domain != "" {
@@ -239,9 +243,7 @@ func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
 }
 
 func (f *fakeE2B) lookup(w http.ResponseWriter, r *http.Request) *fakeSandbox {
-	f.mu.Lock()
-	sb := f.sandboxes[r.PathValue("id")]
-	f.mu.Unlock()
+	sb := f.sandbox(r.PathValue("id"))
 	if sb == nil {
 		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("id")+"\" not found")
 	}
@@ -258,10 +260,7 @@ func (f *fakeE2B) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeE2B) kill(w http.ResponseWriter, r *http.Request) {
 	if sb := f.lookup(w, r); sb != nil {
-		f.mu.Lock()
-		delete(f.sandboxes, sb.id)
-		f.mu.Unlock()
-		sb.srv.Close()
+		f.end(f.eng.Lookup(sb.id), fakeengine.Deleted)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -275,9 +274,7 @@ func (f *fakeE2B) timeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sb := f.lookup(w, r); sb != nil {
-		f.mu.Lock()
-		sb.end = time.Now().Add(time.Duration(req.Timeout) * time.Second)
-		f.mu.Unlock()
+		f.eng.Lookup(sb.id).SetDeadline(time.Now().Add(time.Duration(req.Timeout) * time.Second))
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -294,8 +291,9 @@ func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
 	if sb := f.lookup(w, r); sb != nil {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if end := time.Now().Add(time.Duration(*req.Timeout) * time.Second); end.After(sb.end) {
-			sb.end = end
+		eb := f.eng.Lookup(sb.id)
+		if end := time.Now().Add(time.Duration(*req.Timeout) * time.Second); end.After(eb.Deadline()) {
+			eb.SetDeadline(end)
 		}
 		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, true))
 	}
@@ -309,19 +307,15 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := 2 // small pages, so that paging is exercised
+	labels := map[string]string{}
+	for k := range want {
+		labels[k] = want.Get(k)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ids []string
-	for id, sb := range f.sandboxes {
-		ok := true
-		for k := range want {
-			if v, has := sb.metadata[k]; !has || v != want.Get(k) {
-				ok = false
-			}
-		}
-		if ok {
-			ids = append(ids, id)
-		}
+	for _, eb := range f.eng.List(labels) {
+		ids = append(ids, eb.ID)
 	}
 	slices.Sort(ids)
 	if strings.HasPrefix(r.URL.Path, "/v2/") {
@@ -336,7 +330,7 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []map[string]any{}
 	for _, id := range ids {
-		m := f.sandboxJSON(f.sandboxes[id], false)
+		m := f.sandboxJSON(f.eng.Lookup(id).Value.(*fakeSandbox), false)
 		m["cpuCount"], m["memoryMB"], m["diskSizeMB"] = 2, 512, 1024
 		out = append(out, m)
 	}
@@ -354,10 +348,7 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := strings.Cut(r.Host, ".")
 		port, id, _ = strings.Cut(host, "-")
 	}
-	f.mu.Lock()
-	f.sweep()
-	sb := f.sandboxes[id]
-	f.mu.Unlock()
+	sb := f.sandbox(id)
 	if sb != nil && port != "49983" {
 		f.port(w, r, sb, port)
 		return
@@ -386,16 +377,15 @@ func (f *fakeE2B) port(w http.ResponseWriter, r *http.Request, sb *fakeSandbox, 
 		writeError(w, http.StatusForbidden, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing")
 		return
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + port})
-			pr.Out.Header.Del("E2b-Traffic-Access-Token")
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
-			writeError(w, http.StatusBadGateway, "The sandbox is running but port is not open")
-		},
+	closed := func(w http.ResponseWriter) {
+		writeError(w, http.StatusBadGateway, "The sandbox is running but port is not open")
 	}
-	rp.ServeHTTP(w, r)
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		closed(w)
+		return
+	}
+	fakeengine.Proxy(n, "", []string{"E2b-Traffic-Access-Token"}, closed).ServeHTTP(w, r)
 }
 
 // callsOf counts the recorded calls "METHOD path".
@@ -433,24 +423,17 @@ func (f *fakeE2B) body(what string) []json.RawMessage {
 
 // forget drops a sandbox behind the driver's back.
 func (f *fakeE2B) forget(id string) {
-	f.mu.Lock()
-	sb := f.sandboxes[id]
-	delete(f.sandboxes, id)
-	f.mu.Unlock()
-	if sb != nil {
-		sb.srv.Close()
+	if sb := f.sandbox(id); sb != nil {
+		f.end(f.eng.Lookup(sb.id), fakeengine.Deleted)
 	}
 }
 
-func (f *fakeE2B) has(id string) bool { return slices.Contains(f.live(), id) }
+func (f *fakeE2B) has(id string) bool { return f.sandbox(id) != nil }
 
 func (f *fakeE2B) live() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sweep()
 	var ids []string
-	for id := range f.sandboxes {
-		ids = append(ids, id)
+	for _, eb := range f.eng.List(nil) {
+		ids = append(ids, eb.ID)
 	}
 	return ids
 }

@@ -299,7 +299,7 @@ func TestSecretsStayOut(t *testing.T) {
 	}
 	defer sb.Close()
 	f.mu.Lock()
-	token := f.sandboxes[sb.ID()].token
+	token := f.sandbox(sb.ID()).token
 	goodKey := f.key
 	f.key = "rotated_" + randHex(8) // every further call of the driver is refused, its key quoted
 	f.mu.Unlock()

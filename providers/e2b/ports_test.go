@@ -27,7 +27,7 @@ func TestEndpoint(t *testing.T) {
 	defer sb.Delete(ctx)
 	defer sb.Close()
 	f.mu.Lock()
-	traffic := f.sandboxes[sb.ID()].traffic
+	traffic := f.sandbox(sb.ID()).traffic
 	f.mu.Unlock()
 	if traffic == "" {
 		t.Fatal("the driver created a sandbox with public ports")
@@ -58,7 +58,7 @@ func TestEndpoint(t *testing.T) {
 	defer conn.Close()
 	before := f.callsOf("POST /sandboxes/" + sb.ID() + "/connect")
 	f.mu.Lock()
-	end := f.sandboxes[sb.ID()].end
+	end := f.eng.Lookup(sb.ID()).Deadline()
 	f.mu.Unlock()
 	ep, err = conn.Endpoint(ctx, sandbox.Port{Number: 3000})
 	if err != nil {
@@ -74,7 +74,7 @@ func TestEndpoint(t *testing.T) {
 		t.Fatalf("%d connect calls for the traffic token, want 1", n)
 	}
 	f.mu.Lock()
-	moved := f.sandboxes[sb.ID()].end.Sub(end)
+	moved := f.eng.Lookup(sb.ID()).Deadline().Sub(end)
 	f.mu.Unlock()
 	if moved > 2*time.Second {
 		t.Fatalf("learning the traffic token moved the deadline %v later", moved)

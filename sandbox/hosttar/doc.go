@@ -5,7 +5,8 @@
 // the links already extracted (and all of them again at the end), so that
 // no chain of links leads out, hard links go to regular files only, no
 // set-id, sticky or (on the host) world-writable bit is kept, and Options
-// bound the bytes and entries. Writing reads through an os.Root.
+// bound the bytes and entries. Writing reads through an os.Root; Stream
+// hands an archive being written to its reader.
 //
 // Package sandbox imports it for UploadDir and DownloadDir; the CLI's cp
 // and the Harbor trial's log downloads use ExtractWith for its limits;

@@ -29,7 +29,7 @@ type Root struct {
 	Files map[string]string
 	// DeviceFiles lays empty regular files in place of the /dev nodes,
 	// for a caller without root that bind-mounts the host's devices over
-	// them in a user namespace (fakeprovider's chroot without root).
+	// them in a user namespace (fakeengine's confinement without root).
 	DeviceFiles bool
 }
 

@@ -3,16 +3,18 @@
 // _test.go files; tests register it themselves with
 // registry.Entry{Open: ...} around New, so no binary ever carries it.
 //
-// A sandbox is a directory under Options.StateDir holding meta.json and a
-// root/ tree: sandbox path /a/b is <root>/a/b, and all file calls go through
-// os.Root so that nothing inside a sandbox reaches the rest of the host by a
-// symlink. Any provider value with the same state dir sees the same
-// sandboxes (Connect, List, Delete). Exec runs real host processes, each in
-// its own process group, in the mapped working directory; the programs are
-// the host's, the environment is only the Spec's and the Command's plus a
-// PATH; Command.User is ignored. When a command's leader exits, what it
-// left running in its group is killed, so its output is complete. It
-// isolates nothing: it is a test double, not a sandbox.
+// It is berth's driver interface in front of internal/testing/fakeengine,
+// which holds the sandboxes: a sandbox is a directory under
+// Options.StateDir whose root/ tree is its "/", and file calls resolve in
+// it as inside the sandbox, so nothing reaches the rest of the host by a
+// symlink. Every provider value of this process on the same state dir
+// sees the same sandboxes (Connect, List, Delete). Exec runs real host
+// processes, each in its own process group, in the mapped working
+// directory; the programs are the host's, the environment is only the
+// Spec's and the Command's plus a PATH; Command.User is ignored. When a
+// command's leader exits, what it left running in its group is killed, so
+// its output is complete. It isolates nothing: it is a test double, not a
+// sandbox.
 //
 // Faults are steered at run time through an Injector shared with the test.
 package fakeprovider

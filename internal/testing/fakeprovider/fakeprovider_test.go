@@ -3,11 +3,11 @@ package fakeprovider_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
@@ -73,12 +73,9 @@ func TestChrootKeepsAbsolutePathsInside(t *testing.T) {
 
 func busyboxOrSkip(t *testing.T) string {
 	t.Helper()
-	bb, err := exec.LookPath("busybox")
+	bb, err := fakeengine.Busybox()
 	if err != nil {
-		t.Skip("busybox not installed (apt-get install busybox-static)")
-	}
-	if why := fakeprovider.ChrootMissing(bb); why != "" {
-		t.Skip(why)
+		t.Skip(err)
 	}
 	return bb
 }

@@ -2,104 +2,45 @@ package fakeprovider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
-	"slices"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
-// sandbox is a handle; it holds no resources, so every call re-checks that
-// the sandbox is still there (another handle may have deleted it).
+// sandbox is a handle; it holds no resources, and every call finds the
+// sandbox ended if another handle deleted it.
 type sandbox struct {
-	p   *provider
-	id  string
-	dir string
+	p  *provider
+	sb *fakeengine.Sandbox
 }
 
 var _ driver.Sandbox = (*sandbox)(nil)
 
-func (s *sandbox) ID() string   { return s.id }
+func (s *sandbox) ID() string   { return s.sb.ID }
 func (s *sandbox) Close() error { return nil }
 
-// openRoot checks the sandbox is alive and opens its file tree.
-func (s *sandbox) openRoot() (*os.Root, meta, error) {
-	m, err := liveMeta(s.dir)
-	if err != nil {
-		return nil, m, err
-	}
-	r, err := os.OpenRoot(filepath.Join(s.dir, "root"))
-	if err != nil {
-		return nil, m, errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", s.id)
-	}
-	return r, m, nil
+// live is nil while the sandbox lives, NotFound once it has ended.
+func (s *sandbox) live() error {
+	_, err := s.p.eng.Get(s.sb.ID)
+	return err
 }
 
-// rel maps an absolute sandbox path to a name inside the root.
-func rel(p string) (string, error) {
-	if !path.IsAbs(p) {
-		return "", errdefs.Errorf(errdefs.InvalidArgument, "path %q is not absolute", p)
-	}
-	r := strings.TrimPrefix(path.Clean(p), "/")
-	if r == "" {
-		return ".", nil
-	}
-	return r, nil
-}
-
-// mapErr classes host errors; os.Root's refusals (escapes, absolute links)
-// are InvalidArgument.
+// mapErr classes the engine's errors by their errno; what has none
+// (escapes, relative paths, a FIFO to read) is InvalidArgument.
 func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return errdefs.Classify(errdefs.NotFound, err)
-	case errors.Is(err, fs.ErrExist):
-		return errdefs.Classify(errdefs.AlreadyExists, err)
-	case errors.Is(err, syscall.ENOSPC):
-		return errdefs.Classify(errdefs.ResourceExhausted, err)
-	default:
+	if err = errdefs.ClassifyErrno(err); err != nil && errdefs.ClassOf(err) == errdefs.Unknown {
 		return errdefs.Classify(errdefs.InvalidArgument, err)
 	}
+	return err
 }
 
 func (s *sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {
-	name, err := rel(p)
-	if err != nil {
-		return err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if dir := path.Dir(name); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return mapErr(err)
-		}
-	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return mapErr(err)
-	}
-	_, err = io.Copy(f, ctxReader{ctx, r})
-	if err == nil {
-		// Chmod rather than the open mode: the umask must not decide.
-		err = f.Chmod(fs.FileMode(mode) & fs.ModePerm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	_, err := s.sb.WriteFile(p, ctxReader{ctx, r}, fs.FileMode(mode)&fs.ModePerm)
 	return mapErr(err)
 }
 
@@ -117,150 +58,62 @@ func (c ctxReader) Read(b []byte) (int, error) {
 }
 
 func (s *sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
-	name, err := rel(p)
+	f, _, err := s.sb.Open(p)
 	if err != nil {
-		return nil, err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errdefs.Errorf(errdefs.InvalidArgument, "%s is not a regular file", p)
-	}
-	if err != nil {
-		f.Close()
 		return nil, mapErr(err)
 	}
 	return f, nil
 }
 
 func (s *sandbox) Stat(_ context.Context, p string) (driver.FileInfo, error) {
-	name, err := rel(p)
-	if err != nil {
-		return driver.FileInfo{}, err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return driver.FileInfo{}, err
-	}
-	defer root.Close()
-	fi, err := root.Lstat(name)
+	fi, err := s.sb.Stat(p, false)
 	if err != nil {
 		return driver.FileInfo{}, mapErr(err)
 	}
-	return info(root, name, path.Clean(p), fi), nil
+	return info(fi), nil
 }
 
-func info(root *os.Root, name, p string, fi fs.FileInfo) driver.FileInfo {
-	out := driver.FileInfo{
-		Name: path.Base(p), Path: p, Size: fi.Size(),
-		Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime(),
+var fileTypes = map[fakeengine.FileType]driver.FileType{
+	fakeengine.FileRegular: driver.FileRegular, fakeengine.FileDir: driver.FileDir,
+	fakeengine.FileSymlink: driver.FileSymlink, fakeengine.FileOther: driver.FileOther,
+}
+
+func info(fi fakeengine.FileInfo) driver.FileInfo {
+	return driver.FileInfo{
+		Name: fi.Name, Path: fi.Path, Type: fileTypes[fi.Type], Size: fi.Size,
+		Mode: uint32(fi.Mode.Perm()), ModTime: fi.ModTime, Target: fi.Target,
 	}
-	switch {
-	case fi.IsDir():
-		out.Type = driver.FileDir
-	case fi.Mode().IsRegular():
-		out.Type = driver.FileRegular
-	case fi.Mode()&fs.ModeSymlink != 0:
-		out.Type = driver.FileSymlink
-		out.Target, _ = root.Readlink(name)
-	default:
-		out.Type = driver.FileOther
-	}
-	return out
 }
 
 func (s *sandbox) ListDir(_ context.Context, p string) ([]driver.FileInfo, error) {
-	name, err := rel(p)
-	if err != nil {
-		return nil, err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.Open(name)
+	fis, err := s.sb.List(p, false)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, mapErr(err)
-	} else if !fi.IsDir() {
-		return nil, errdefs.Errorf(errdefs.InvalidArgument, "%s is not a directory", p)
-	}
-	entries, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	out := make([]driver.FileInfo, 0, len(entries))
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err != nil {
-			continue // removed since the listing
-		}
-		out = append(out, info(root, path.Join(name, e.Name()), path.Join(path.Clean(p), e.Name()), fi))
+	out := make([]driver.FileInfo, 0, len(fis))
+	for _, fi := range fis {
+		out = append(out, info(fi))
 	}
 	return out, nil
 }
 
 func (s *sandbox) MakeDir(_ context.Context, p string) error {
-	name, err := rel(p)
-	if err != nil {
-		return err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if _, err := root.Lstat(name); err == nil {
+	if _, err := s.sb.Stat(p, false); err == nil {
 		return errdefs.Errorf(errdefs.AlreadyExists, "%s already exists", p)
 	}
-	return mapErr(root.MkdirAll(name, 0o755))
+	return mapErr(s.sb.Mkdir(p, 0o755, true))
 }
 
 func (s *sandbox) Remove(_ context.Context, p string) error {
-	name, err := rel(p)
-	if err != nil {
-		return err
-	}
-	if name == "." {
-		return errdefs.Errorf(errdefs.InvalidArgument, "refusing to remove the sandbox's root")
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if _, err := root.Lstat(name); err != nil {
-		return mapErr(err)
-	}
-	return mapErr(root.RemoveAll(name))
+	return mapErr(s.sb.Remove(p, true))
 }
 
 func (s *sandbox) SetTimeout(_ context.Context, d time.Duration) error {
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	m, err := liveMeta(s.dir)
-	if err != nil {
-		return err
-	}
-	m.ExpiresAt = time.Now().Add(d)
-	if err := writeMeta(s.dir, m); err != nil {
+	if err := s.live(); err != nil {
 		return fmt.Errorf("set timeout: %w", err)
 	}
-	schedule(s.dir, m.ExpiresAt)
+	s.sb.SetDeadline(time.Now().Add(d))
 	return nil
 }
 
-func (s *sandbox) Delete(ctx context.Context) error { return s.p.Delete(ctx, s.id) }
+func (s *sandbox) Delete(ctx context.Context) error { return s.p.Delete(ctx, s.sb.ID) }

@@ -1,18 +1,12 @@
 package fakeprovider
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
+	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -40,19 +34,24 @@ type Options struct {
 	// runs commands chrooted into it, so absolute paths in scripts
 	// (/logs/verifier/reward.txt) land in the sandbox and not on the host.
 	// As root the chroot is direct; without root each command gets a user
-	// namespace of its own (internal/hostproc; ChrootMissing says whether that
-	// works here).
+	// namespace of its own (internal/hostproc; fakeengine.Busybox says
+	// whether that works here).
 	Busybox string
 }
 
 type provider struct {
 	opts Options
-	// state is StateDir made absolute, so processes and timers of every
-	// provider value agree on a sandbox's key.
-	state string
+	eng  *fakeengine.Engine
 }
 
 var _ driver.Provider = (*provider)(nil)
+
+// engines are the engines of this process by state dir, so that every
+// provider value on one dir sees the same sandboxes.
+var engines = struct {
+	sync.Mutex
+	m map[string]*fakeengine.Engine
+}{m: map[string]*fakeengine.Engine{}}
 
 // New opens a fake provider on opts.StateDir, creating the directory.
 func New(opts Options) (driver.Provider, error) {
@@ -63,10 +62,16 @@ func New(opts Options) (driver.Provider, error) {
 	if err != nil {
 		return nil, errdefs.Classify(errdefs.InvalidArgument, err)
 	}
-	if err := os.MkdirAll(state, 0o755); err != nil {
-		return nil, errdefs.Classify(errdefs.InvalidArgument, err)
+	engines.Lock()
+	defer engines.Unlock()
+	eng := engines.m[state]
+	if eng == nil {
+		if eng, err = fakeengine.New(fakeengine.Options{Dir: state}); err != nil {
+			return nil, err
+		}
+		engines.m[state] = eng
 	}
-	return &provider{opts: opts, state: state}, nil
+	return &provider{opts: opts, eng: eng}, nil
 }
 
 func (p *provider) Capabilities() driver.Capabilities { return CapabilitiesOf(p.opts) }
@@ -102,32 +107,18 @@ func (p *provider) Create(_ context.Context, spec driver.Spec) (driver.Sandbox, 
 	if f.CreateDelay > 0 {
 		time.Sleep(f.CreateDelay)
 	}
-	id := newID()
-	dir := filepath.Join(p.state, id)
-	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
-		return nil, errdefs.Classify(errdefs.Unavailable, err)
-	}
-	if p.opts.Busybox != "" {
-		if err := seedRoot(filepath.Join(dir, "root"), p.opts.Busybox); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	now := time.Now()
-	m := meta{
-		ID: id, Image: spec.Image, Labels: spec.Labels, Env: spec.Env,
-		WorkDir: spec.WorkDir, CreatedAt: now, ExpiresAt: now.Add(spec.TTL),
-	}
-	if err := writeMeta(dir, m); err != nil {
-		_ = os.RemoveAll(dir)
+	sb, err := p.eng.Create(fakeengine.Spec{
+		ID: "fk-" + fakeengine.RandomHex(8), Image: spec.Image, Labels: spec.Labels, Env: spec.Env,
+		WorkDir: spec.WorkDir, TTL: spec.TTL, Layout: layout(p.opts.Busybox),
+	})
+	if err != nil {
 		return nil, err
 	}
-	schedule(dir, m.ExpiresAt)
-	return p.handle(id), nil
+	return p.handle(sb), nil
 }
 
-func (p *provider) handle(id string) driver.Sandbox {
-	s := &sandbox{p: p, id: id, dir: filepath.Join(p.state, id)}
+func (p *provider) handle(sb *fakeengine.Sandbox) driver.Sandbox {
+	s := &sandbox{p: p, sb: sb}
 	switch {
 	case p.opts.Minimal:
 		return minimalSandbox{s}
@@ -137,65 +128,30 @@ func (p *provider) handle(id string) driver.Sandbox {
 	return s
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
-func newID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "fk-" + hex.EncodeToString(b)
-}
-
-// dirOf maps an ID to its directory, refusing IDs that could name anything
-// but a direct child of the state dir.
-func (p *provider) dirOf(id string) (string, error) {
-	if !idPattern.MatchString(id) {
-		return "", errdefs.Errorf(errdefs.InvalidArgument, "malformed sandbox id %q", id)
-	}
-	return filepath.Join(p.state, id), nil
-}
-
 func (p *provider) Connect(_ context.Context, id string) (driver.Sandbox, error) {
-	dir, err := p.dirOf(id)
+	sb, err := p.eng.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := liveMeta(dir); err != nil {
-		return nil, err
-	}
-	return p.handle(id), nil
+	return p.handle(sb), nil
 }
 
 func (p *provider) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
-	entries, err := os.ReadDir(p.state)
-	if err != nil {
-		return nil, errdefs.Classify(errdefs.Unavailable, err)
-	}
 	var out []driver.Info
-	for _, e := range entries {
+	for _, sb := range p.eng.List(labels) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
-			continue // trash and stray files
-		}
-		m, err := liveMeta(filepath.Join(p.state, e.Name()))
-		if err != nil {
-			continue // being created, deleted or just expired
-		}
-		if !driver.MatchLabels(m.Labels, labels) {
-			continue
-		}
 		out = append(out, driver.Info{
-			ID: m.ID, Image: m.Image, Labels: m.Labels, State: "running",
-			CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt,
+			ID: sb.ID, Image: sb.Image, Labels: sb.Labels(), State: "running",
+			CreatedAt: sb.Created, ExpiresAt: sb.Deadline(),
 		})
 	}
-	slices.SortFunc(out, func(a, b driver.Info) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-	})
 	return out, nil
 }
 
+// Delete kills the sandbox's processes and removes it; of two concurrent
+// deletes exactly one wins and the other sees NotFound.
 func (p *provider) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -203,28 +159,9 @@ func (p *provider) Delete(ctx context.Context, id string) error {
 	if err := p.opts.Faults.Get().FailDelete; err != nil {
 		return err
 	}
-	dir, err := p.dirOf(id)
+	sb, err := p.eng.Get(id)
 	if err != nil {
 		return err
 	}
-	return destroy(ctx, dir)
-}
-
-// destroy claims the sandbox directory by renaming it (so that of two
-// concurrent deletes exactly one wins and the other sees NotFound), kills
-// its processes and removes it.
-func destroy(ctx context.Context, dir string) error {
-	trash := filepath.Join(filepath.Dir(dir), ".trash-"+filepath.Base(dir)+"-"+newID())
-	if err := os.Rename(dir, trash); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return errdefs.Errorf(errdefs.NotFound, "sandbox %s does not exist", filepath.Base(dir))
-		}
-		return errdefs.Classify(errdefs.Unavailable, err)
-	}
-	unschedule(dir)
-	killAll(ctx, dir)
-	if err := os.RemoveAll(trash); err != nil {
-		return errdefs.Classify(errdefs.Unavailable, err)
-	}
-	return nil
+	return sb.End(fakeengine.Deleted)
 }

@@ -3,6 +3,8 @@ package fakeprovider
 import (
 	"context"
 	"io"
+	"path"
+	"strings"
 
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/hosttar"
@@ -19,19 +21,15 @@ var (
 // UploadTar unpacks into dir with hosttar.Extract, which refuses escaping
 // names and links on its own, whatever the caller checked.
 func (s *treeSandbox) UploadTar(ctx context.Context, dir string, r io.Reader) error {
-	name, err := rel(dir)
-	if err != nil {
-		return err
+	if err := s.sb.Mkdir(dir, 0o755, true); err != nil {
+		return mapErr(err)
 	}
-	root, _, err := s.openRoot()
+	root, err := s.sb.OSRoot()
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	if err := root.MkdirAll(name, 0o755); err != nil {
-		return mapErr(err)
-	}
-	sub, err := root.OpenRoot(name)
+	sub, err := root.OpenRoot(rel(dir))
 	if err != nil {
 		return mapErr(err)
 	}
@@ -41,43 +39,26 @@ func (s *treeSandbox) UploadTar(ctx context.Context, dir string, r io.Reader) er
 
 // DownloadTar archives the path into a pipe as it is read.
 func (s *treeSandbox) DownloadTar(ctx context.Context, p string) (io.ReadCloser, error) {
-	name, err := rel(p)
-	if err != nil {
-		return nil, err
-	}
-	root, _, err := s.openRoot()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := root.Lstat(name); err != nil {
-		root.Close()
+	if _, err := s.sb.Stat(p, false); err != nil {
 		return nil, mapErr(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	root, err := s.sb.OSRoot()
+	if err != nil {
+		return nil, err
+	}
+	return hosttar.Stream(ctx, func(ctx context.Context, w io.Writer) error {
 		defer root.Close()
-		pw.CloseWithError(hosttar.Write(ctx, pw, root, name))
-	}()
-	return &download{pr: pr, cancel: cancel, done: done}, nil
+		return hosttar.Write(ctx, w, root, rel(p))
+	}), nil
 }
 
-// download stops the archiving goroutine on Close and waits for it.
-type download struct {
-	pr     *io.PipeReader
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (d *download) Read(b []byte) (int, error) { return d.pr.Read(b) }
-
-func (d *download) Close() error {
-	d.cancel()
-	err := d.pr.Close()
-	<-d.done
-	return err
+// rel is the name of the absolute sandbox path p under an os.Root of the
+// tree.
+func rel(p string) string {
+	if name := strings.TrimPrefix(path.Clean(p), "/"); name != "" {
+		return name
+	}
+	return "."
 }
 
 // minimalSandbox hides every optional method of a sandbox (Options.Minimal):

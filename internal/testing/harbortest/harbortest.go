@@ -3,10 +3,10 @@ package harbortest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
@@ -15,16 +15,13 @@ import (
 
 // Busybox returns the static busybox the fake's chroot mode needs, or
 // skips the test. The chroot mode works without root where unprivileged
-// user namespaces do (fakeprovider.ChrootMissing), so the runner's and
-// the server's tests run as any user.
+// user namespaces do (fakeengine.Busybox), so the runner's and the
+// server's tests run as any user.
 func Busybox(t testing.TB) string {
 	t.Helper()
-	bb, err := exec.LookPath("busybox")
+	bb, err := fakeengine.Busybox()
 	if err != nil {
-		t.Skip("busybox not installed (apt-get install busybox-static)")
-	}
-	if why := fakeprovider.ChrootMissing(bb); why != "" {
-		t.Skip(why)
+		t.Skip(err)
 	}
 	return bb
 }

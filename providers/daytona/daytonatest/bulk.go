@@ -10,11 +10,13 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"os"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // bulkUpload answers POST /files/bulk-upload, the SDKs' upload: a
@@ -27,11 +29,6 @@ func (s *Server) bulkUpload(w http.ResponseWriter, r *http.Request, sb *sandbox)
 		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
 		return
 	}
-	root, ok := openRoot(w, sb)
-	if !ok {
-		return
-	}
-	defer root.Close()
 	type result struct {
 		Path  string `json:"path"`
 		Bytes int64  `json:"bytes"`
@@ -65,7 +62,7 @@ func (s *Server) bulkUpload(w http.ResponseWriter, r *http.Request, sb *sandbox)
 				errs = append(errs, fmt.Sprintf("file[%s]: missing .path metadata", idx))
 				continue
 			}
-			n, err := writeInRoot(root, rootName(dest), part)
+			n, err := sb.eb.WriteFile(sandboxPath(dest), part, 0)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
 				continue
@@ -78,21 +75,6 @@ func (s *Server) bulkUpload(w http.ResponseWriter, r *http.Request, sb *sandbox)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"files": files})
-}
-
-func writeInRoot(root *os.Root, name string, r io.Reader) (int64, error) {
-	if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return 0, err
-	}
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
 }
 
 // downloadBoundary is the daemon's multipart boundary.
@@ -109,24 +91,19 @@ func (s *Server) bulkDownload(w http.ResponseWriter, r *http.Request, sb *sandbo
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `request body must be {"paths": [ ... ]} and non-empty`})
 		return
 	}
-	root, ok := openRoot(w, sb)
-	if !ok {
-		return
-	}
-	defer root.Close()
 	mw := multipart.NewWriter(w)
 	_ = mw.SetBoundary(downloadBoundary)
 	w.Header().Set("Content-Type", "multipart/form-data; boundary="+downloadBoundary)
 	w.WriteHeader(http.StatusOK)
 	for _, p := range req.Paths {
-		if err := downloadPart(mw, root, r.Method, p); err != nil {
+		if err := downloadPart(mw, sb.eb, r.Method, p); err != nil {
 			return // cut mid-part: the client sees a short answer, not a short file
 		}
 	}
 	_ = mw.Close()
 }
 
-func downloadPart(mw *multipart.Writer, root *os.Root, method, p string) error {
+func downloadPart(mw *multipart.Writer, eb *fakeengine.Sandbox, method, p string) error {
 	fail := func(status int, code, msg string) error {
 		h := textproto.MIMEHeader{}
 		h.Set("Content-Type", "application/json; charset=utf-8")
@@ -143,22 +120,18 @@ func downloadPart(mw *multipart.Writer, root *os.Root, method, p string) error {
 	if p == "" {
 		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: path is empty")
 	}
-	name := rootName(p)
-	f, err := root.Open(name)
-	if err != nil {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return fail(http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
-		case errors.Is(err, fs.ErrPermission):
-			return fail(http.StatusForbidden, "FILE_ACCESS_DENIED", "access denied: "+p)
-		}
+	f, fi, err := eb.Open(sandboxPath(p))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fail(http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
+	case errors.Is(err, fs.ErrPermission):
+		return fail(http.StatusForbidden, "FILE_ACCESS_DENIED", "access denied: "+p)
+	case errors.Is(err, syscall.EISDIR):
+		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: path points to a directory: "+p)
+	case err != nil:
 		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: "+p)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.IsDir() {
-		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: path points to a directory: "+p)
-	}
 	ctype := mime.TypeByExtension(path.Ext(p))
 	if ctype == "" {
 		ctype = "application/octet-stream"
@@ -166,7 +139,7 @@ func downloadPart(mw *multipart.Writer, root *os.Root, method, p string) error {
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Disposition", disposition("file", p))
-	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	h.Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 	part, err := mw.CreatePart(h)
 	if err != nil {
 		return err

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/internal/testing/busyroot"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // Sandbox states, as Daytona spells them.
@@ -87,58 +85,23 @@ type BuildInfo struct {
 	SnapshotRef       string `json:"snapshotRef"`
 }
 
-// listItem is a sandbox as GET /sandbox lists it: the Sandbox without its
-// environment and build (SandboxListItem).
-type listItem struct {
-	ID                  string            `json:"id"`
-	OrganizationID      string            `json:"organizationId"`
-	Name                string            `json:"name"`
-	Target              string            `json:"target"`
-	SandboxClass        string            `json:"sandboxClass"`
-	State               string            `json:"state"`
-	DesiredState        string            `json:"desiredState"`
-	Snapshot            string            `json:"snapshot,omitempty"`
-	User                string            `json:"user"`
-	ErrorReason         string            `json:"errorReason,omitempty"`
-	Public              bool              `json:"public"`
-	NetworkBlockAll     bool              `json:"networkBlockAll"`
-	NetworkAllowList    string            `json:"networkAllowList,omitempty"`
-	DomainAllowList     string            `json:"domainAllowList,omitempty"`
-	CPU                 int               `json:"cpu"`
-	GPU                 int               `json:"gpu"`
-	Memory              int               `json:"memory"`
-	Disk                int               `json:"disk"`
-	Labels              map[string]string `json:"labels"`
-	AutoStopInterval    int               `json:"autoStopInterval"`
-	AutoArchiveInterval int               `json:"autoArchiveInterval"`
-	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
-	AutoDestroyAt       string            `json:"autoDestroyAt,omitempty"`
-	CreatedAt           string            `json:"createdAt"`
-	UpdatedAt           string            `json:"updatedAt"`
-	LastActivityAt      string            `json:"lastActivityAt"`
-	DaemonVersion       string            `json:"daemonVersion"`
-	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
-}
-
 // daemonVersion is the toolbox version the fake reports.
 const daemonVersion = "v0.218.0"
 
-// sandbox is the server's record of one sandbox.
+// sandbox is the server's record of one sandbox; its file system,
+// processes and TTL are the engine's.
 type sandbox struct {
 	Sandbox
 
-	dir        string // root of the sandbox's file system is dir/root
+	eb         *fakeengine.Sandbox
 	buildLog   string
 	lastActive time.Time
 	stoppedAt  time.Time
-	destroyAt  time.Time // the TTL's deadline; zero without one
-	parent     string    // the sandbox this one was forked from
-	authToken  string    // the preview token
-	history    []string  // its states, as create and advance set them
+	parent     string   // the sandbox this one was forked from
+	authToken  string   // the preview token
+	history    []string // its states, as create and advance set them
 	sessions   map[string]*session
 }
-
-func (sb *sandbox) root() string { return filepath.Join(sb.dir, "root") }
 
 // createRequest is the body of POST /sandbox (CreateSandbox).
 type createRequest struct {
@@ -226,29 +189,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	o := s.opts
 	cpu, mem, disk := deref(req.CPU, 1), deref(req.Memory, 1), deref(req.Disk, 3)
-	switch {
-	case req.Snapshot != "" && req.BuildInfo != nil:
-		writeError(w, http.StatusBadRequest, "Cannot specify both snapshot and buildInfo")
-		return
-	case req.BuildInfo != nil && !strings.HasPrefix(req.BuildInfo.DockerfileContent, "FROM "):
-		writeError(w, http.StatusBadRequest, "Invalid Dockerfile content")
-		return
-	case cpu < 1 || mem < 1 || disk < 1:
-		writeError(w, http.StatusBadRequest, "cpu, memory and disk must be at least 1")
-		return
-	case cpu > o.MaxCPU:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("CPU request %d exceeds maximum allowed per sandbox (%d).\nContact support to raise the limit.", cpu, o.MaxCPU))
-		return
-	case mem > o.MaxMemoryGB:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Memory request %dGB exceeds maximum allowed per sandbox (%dGB).\nContact support to raise the limit.", mem, o.MaxMemoryGB))
-		return
-	case disk > o.MaxDiskGB:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Disk request %dGB exceeds maximum allowed per sandbox (%dGB).\nContact support to raise the limit.", disk, o.MaxDiskGB))
-		return
-	case req.TTLMinutes != nil && *req.TTLMinutes < 0:
-		writeError(w, http.StatusBadRequest, "ttlMinutes must be a non-negative integer")
+	if msg := s.refusal(&req, cpu, mem, disk); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	s.mu.Lock()
@@ -271,14 +214,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		AutoStopInterval: ptrOr(req.AutoStopInterval, 15), AutoArchiveInterval: ptrOr(req.AutoArchive, 10080),
 		AutoDeleteInterval: ptrOr(req.AutoDeleteInterval, -1), SandboxClass: s.opts.SnapshotClasses[req.Snapshot],
 	}, now)
-	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
-		sb.destroyAt = now.Add(time.Duration(*req.TTLMinutes) * s.opts.Minute)
-	}
 	if sb.Snapshot == "" && req.BuildInfo == nil {
 		sb.Snapshot = "daytonaio/sandbox:latest"
 	}
-	if err := makeRoot(sb.root()); err != nil {
-		_ = os.RemoveAll(sb.dir)
+	ttl := time.Duration(ptrOr(req.TTLMinutes, 0)) * s.opts.Minute
+	if err := s.makeTree(sb, ttl, ""); err != nil {
 		writeError(w, http.StatusInternalServerError, "creating the sandbox file system: "+err.Error())
 		return
 	}
@@ -306,6 +246,30 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
+// refusal is Daytona's answer to a create it refuses before looking at
+// the account, "" when it takes it.
+func (s *Server) refusal(req *createRequest, cpu, mem, disk int) string {
+	o := s.opts
+	const contact = "exceeds maximum allowed per sandbox (%d%s).\nContact support to raise the limit."
+	switch {
+	case req.Snapshot != "" && req.BuildInfo != nil:
+		return "Cannot specify both snapshot and buildInfo"
+	case req.BuildInfo != nil && !strings.HasPrefix(req.BuildInfo.DockerfileContent, "FROM "):
+		return "Invalid Dockerfile content"
+	case cpu < 1 || mem < 1 || disk < 1:
+		return "cpu, memory and disk must be at least 1"
+	case cpu > o.MaxCPU:
+		return fmt.Sprintf("CPU request %d "+contact, cpu, o.MaxCPU, "")
+	case mem > o.MaxMemoryGB:
+		return fmt.Sprintf("Memory request %dGB "+contact, mem, o.MaxMemoryGB, "GB")
+	case disk > o.MaxDiskGB:
+		return fmt.Sprintf("Disk request %dGB "+contact, disk, o.MaxDiskGB, "GB")
+	case req.TTLMinutes != nil && *req.TTLMinutes < 0:
+		return "ttlMinutes must be a non-negative integer"
+	}
+	return ""
+}
+
 // newRecord fills the server's defaults into a new sandbox's view; s.mu
 // is held.
 func (s *Server) newRecord(v Sandbox, now time.Time) *sandbox {
@@ -327,7 +291,17 @@ func (s *Server) newRecord(v Sandbox, now time.Time) *sandbox {
 	if v.SandboxClass == "" {
 		v.SandboxClass = classContainer
 	}
-	return &sandbox{Sandbox: v, dir: filepath.Join(s.opts.Dir, v.ID), lastActive: now, sessions: map[string]*session{}}
+	return &sandbox{Sandbox: v, lastActive: now, sessions: map[string]*session{}}
+}
+
+// makeTree makes sb's file system in the engine, a copy of seed's when
+// seed is set, with the environment its commands see and the TTL.
+func (s *Server) makeTree(sb *sandbox, ttl time.Duration, seed string) error {
+	env := map[string]string{"HOME": "/root", "USER": "root", "HOSTNAME": "daytona-sandbox"}
+	maps.Copy(env, sb.Env)
+	eb, err := s.eng.Create(fakeengine.Spec{ID: sb.ID, Env: env, TTL: ttl, Layout: layout(), Seed: seed, Value: sb})
+	sb.eb = eb
+	return err
 }
 
 // quotaExceeded returns Daytona's refusal when a new sandbox would pass an
@@ -397,7 +371,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(match, func(a, b *sandbox) int { return strings.Compare(a.ID, b.ID) })
-	items := []listItem{}
+	items := []map[string]any{}
 	var next *string
 	for i := offset; i < len(match) && i < offset+limit; i++ {
 		items = append(items, s.item(match[i]))
@@ -431,13 +405,14 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
-// destroyLocked starts destroying sb; s.mu is held.
+// destroyLocked starts destroying sb: its processes and files go at once;
+// s.mu is held.
 func (s *Server) destroyLocked(sb *sandbox) {
-	if sb.State == stateDestroying {
+	if sb.State == stateDestroying || sb.State == stateDestroyed {
 		return
 	}
 	s.killSessions(sb)
-	busyroot.KillRooted(sb.root()) // what left its group, too
+	_ = sb.eb.End(fakeengine.Deleted)
 	sb.State, sb.DesiredState = stateDestroying, stateDestroyed
 	s.advance(sb, nil, stateDestroyed, nil)
 }
@@ -467,8 +442,8 @@ func (s *Server) dto(sb *sandbox) Sandbox {
 	if out.UpdatedAt == "" {
 		out.UpdatedAt = out.CreatedAt
 	}
-	if !sb.destroyAt.IsZero() {
-		out.AutoDestroyAt = stamp(sb.destroyAt)
+	if at := sb.eb.Deadline(); !at.IsZero() {
+		out.AutoDestroyAt = stamp(at)
 	}
 	out.ToolboxProxyURL = s.toolboxURL()
 	if b := sb.BuildInfo; b != nil {
@@ -478,18 +453,16 @@ func (s *Server) dto(sb *sandbox) Sandbox {
 	return out
 }
 
-// item is sb as a list shows it; s.mu is held.
-func (s *Server) item(sb *sandbox) listItem {
-	d := s.dto(sb)
-	return listItem{
-		ID: d.ID, OrganizationID: d.OrganizationID, Name: d.Name, Target: d.Target, SandboxClass: d.SandboxClass,
-		State: d.State, DesiredState: d.DesiredState, Snapshot: d.Snapshot, User: d.User, ErrorReason: d.ErrorReason,
-		Public: d.Public, NetworkBlockAll: d.NetworkBlockAll, NetworkAllowList: d.NetworkAllowList, DomainAllowList: d.DomainAllowList,
-		CPU: d.CPU, GPU: d.GPU, Memory: d.Memory, Disk: d.Disk, Labels: d.Labels,
-		AutoStopInterval: d.AutoStopInterval, AutoArchiveInterval: d.AutoArchiveInterval, AutoDeleteInterval: d.AutoDeleteInterval,
-		AutoDestroyAt: d.AutoDestroyAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, LastActivityAt: d.LastActivityAt,
-		DaemonVersion: d.DaemonVersion, ToolboxProxyURL: d.ToolboxProxyURL,
+// item is sb as a list shows it (SandboxListItem): the Sandbox without
+// its environment, build and backup; s.mu is held.
+func (s *Server) item(sb *sandbox) map[string]any {
+	var m map[string]any
+	b, _ := json.Marshal(s.dto(sb))
+	_ = json.Unmarshal(b, &m)
+	for _, k := range []string{"env", "buildInfo", "recoverable", "backupState"} {
+		delete(m, k)
 	}
+	return m
 }
 
 // deref is *p, or d when the field was left out or zero.

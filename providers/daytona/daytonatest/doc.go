@@ -32,9 +32,11 @@
 // poll instead.
 //
 // Commands run as real processes: each sandbox is a directory holding a
-// busybox userland, and its commands run chrooted into it (root and a
-// static busybox are needed; Available says why not). It isolates
-// nothing: it is a test double, not a sandbox.
+// busybox userland, and its commands run confined to it (a static busybox
+// is needed, and root or unprivileged user namespaces; Available says why
+// not). The sandboxes' trees, processes and TTLs are
+// internal/testing/fakeengine's; this package is Daytona's wire in front
+// of it. It isolates nothing: it is a test double, not a sandbox.
 //
 // Faults are steerable: Inject answers matching requests with an error (429
 // with Retry-After-<throttler> headers, quota texts), FailBuilds makes the

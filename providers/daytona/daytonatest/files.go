@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // fileInfo is the toolbox's FileInfo.
@@ -27,46 +29,47 @@ type fileInfo struct {
 	Permissions string    `json:"permissions"`
 }
 
-func toFileInfo(fi fs.FileInfo) fileInfo {
-	out := fileInfo{
-		Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().String(),
-		ModifiedAt: fi.ModTime(), IsDir: fi.IsDir(), Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
+func toFileInfo(fi fakeengine.FileInfo) fileInfo {
+	return fileInfo{
+		Name: fi.Name, Size: fi.Size, Mode: fi.Mode.String(), ModTime: fi.ModTime.String(),
+		ModifiedAt: fi.ModTime, IsDir: fi.Type == fakeengine.FileDir, Permissions: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		Owner: strconv.FormatUint(uint64(fi.Sys.Uid), 10), Group: strconv.FormatUint(uint64(fi.Sys.Gid), 10),
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		out.Owner, out.Group = strconv.FormatUint(uint64(st.Uid), 10), strconv.FormatUint(uint64(st.Gid), 10)
-	}
-	return out
 }
 
+// The daemon's file calls follow a final symlink (it stats with os.Stat,
+// and its listings leave out a link whose target is missing).
+const follow = true
+
 func (s *Server) fileRoutes(mux *http.ServeMux, p string) {
-	mux.HandleFunc("GET "+p+"/files", s.withRoot(s.listFiles))
-	mux.HandleFunc("DELETE "+p+"/files", s.withRoot(s.deleteFile))
-	mux.HandleFunc("POST "+p+"/files/upload", s.withRoot(s.upload))
+	mux.HandleFunc("GET "+p+"/files", s.withPath(s.listFiles))
+	mux.HandleFunc("DELETE "+p+"/files", s.withPath(s.deleteFile))
+	mux.HandleFunc("POST "+p+"/files/upload", s.withPath(s.upload))
 	mux.HandleFunc("POST "+p+"/files/bulk-upload", s.withStarted(s.bulkUpload))
 	mux.HandleFunc("POST "+p+"/files/bulk-download", s.withStarted(s.bulkDownload))
-	mux.HandleFunc("GET "+p+"/files/download", s.withRoot(s.download))
-	mux.HandleFunc("GET "+p+"/files/info", s.withRoot(func(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-		fi, err := root.Stat(name)
+	mux.HandleFunc("GET "+p+"/files/download", s.withPath(s.download))
+	mux.HandleFunc("GET "+p+"/files/info", s.withPath(func(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
+		fi, err := eb.Stat(p, follow)
 		if err != nil {
 			fileError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, toFileInfo(fi))
 	}))
-	mux.HandleFunc("POST "+p+"/files/folder", s.withRoot(func(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+	mux.HandleFunc("POST "+p+"/files/folder", s.withPath(func(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
 		perm, err := parseMode(r.URL.Query().Get("mode"), 0o755)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		if err := root.MkdirAll(name, perm); err != nil {
+		if err := eb.Mkdir(p, perm, true); err != nil {
 			fileError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	mux.HandleFunc("POST "+p+"/files/permissions", s.withRoot(func(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-		if _, err := root.Stat(name); err != nil {
+	mux.HandleFunc("POST "+p+"/files/permissions", s.withPath(func(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
+		if _, err := eb.Stat(p, follow); err != nil {
 			fileError(w, err)
 			return
 		}
@@ -76,7 +79,7 @@ func (s *Server) fileRoutes(mux *http.ServeMux, p string) {
 				writeError(w, http.StatusBadRequest, err.Error())
 				return
 			}
-			if err := root.Chmod(name, perm); err != nil {
+			if err := eb.Chmod(p, perm); err != nil {
 				writeError(w, http.StatusBadRequest, "failed to change mode: "+err.Error())
 				return
 			}
@@ -85,98 +88,60 @@ func (s *Server) fileRoutes(mux *http.ServeMux, p string) {
 	}))
 }
 
-// withRoot opens the sandbox's file system as an os.Root, so that no path
-// or symlink inside it reaches the host, and maps the query's path into it.
-// Only listing may leave the path out (the working directory).
-func (s *Server) withRoot(h func(http.ResponseWriter, *http.Request, *os.Root, string)) http.HandlerFunc {
+// withPath maps the query's path into the sandbox for h. Only listing may
+// leave it out (the working directory).
+func (s *Server) withPath(h func(http.ResponseWriter, *http.Request, *fakeengine.Sandbox, string)) http.HandlerFunc {
 	return s.withStarted(func(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		q := r.URL.Query().Get("path")
 		if q == "" && !(r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/files")) {
 			writeError(w, http.StatusBadRequest, "path is required")
 			return
 		}
-		root, ok := openRoot(w, sb)
-		if !ok {
-			return
-		}
-		defer root.Close()
-		h(w, r, root, rootName(q))
+		h(w, r, sb.eb, sandboxPath(q))
 	})
 }
 
-// openRoot opens the sandbox's file system as an os.Root, so that no path
-// or symlink inside it reaches the host; on failure it has answered.
-func openRoot(w http.ResponseWriter, sb *sandbox) (*os.Root, bool) {
-	root, err := os.OpenRoot(sb.root())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return nil, false
-	}
-	return root, true
-}
-
-// rootName maps a sandbox path onto a name inside the sandbox's os.Root;
-// a relative path is relative to the working directory, /root.
-func rootName(q string) string {
-	if q == "" {
-		q = "/root"
-	}
+// sandboxPath makes a toolbox path absolute: a relative one is relative to
+// the working directory, /root.
+func sandboxPath(q string) string {
 	if !path.IsAbs(q) {
 		q = "/root/" + q
 	}
-	name := path.Clean(q)[1:]
-	if name == "" {
-		name = "."
-	}
-	return name
+	return path.Clean(q)
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-	dir, err := root.Open(name)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	defer dir.Close()
-	entries, err := dir.ReadDir(-1)
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
+	fis, err := eb.List(p, follow)
 	if err != nil {
 		fileError(w, err)
 		return
 	}
 	out := []fileInfo{}
-	for _, e := range entries {
-		fi, err := root.Stat(path.Join(name, e.Name()))
-		if err != nil {
-			continue // as the daemon does: entries it cannot stat are left out
-		}
+	for _, fi := range fis {
 		out = append(out, toFileInfo(fi))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-	fi, err := root.Stat(name)
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
+	fi, err := eb.Stat(p, follow)
 	if err != nil {
 		fileError(w, err)
 		return
 	}
-	if fi.IsDir() && r.URL.Query().Get("recursive") != "true" {
+	recursive := r.URL.Query().Get("recursive") == "true"
+	if fi.Type == fakeengine.FileDir && !recursive {
 		writeError(w, http.StatusBadRequest, "cannot delete directory without recursive flag")
 		return
 	}
-	if fi.IsDir() {
-		err = root.RemoveAll(name)
-	} else {
-		err = root.Remove(name)
-	}
-	if err != nil {
+	if err := eb.Remove(p, recursive); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -192,20 +157,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, root *os.Root, n
 			continue
 		}
 		// As gin's SaveUploadedFile: parents made, the file truncated.
-		if err := root.MkdirAll(path.Dir(name), 0o750); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		_, err = io.Copy(f, part)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if _, err := eb.WriteFile(p, part, 0); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -214,24 +166,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, root *os.Root, n
 	}
 }
 
-func (s *Server) download(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-	fi, err := root.Stat(name)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	if fi.IsDir() {
+func (s *Server) download(w http.ResponseWriter, r *http.Request, eb *fakeengine.Sandbox, p string) {
+	f, fi, err := eb.Open(p)
+	switch {
+	case errors.Is(err, syscall.EISDIR):
 		writeError(w, http.StatusBadRequest, "path must be a file")
 		return
-	}
-	f, err := root.Open(name)
-	if err != nil {
+	case err != nil:
 		fileError(w, err)
 		return
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 	_, _ = io.Copy(w, f)
 }
 
@@ -264,18 +211,9 @@ func parseMode(s string, def os.FileMode) (os.FileMode, error) {
 func (s *Server) ReadFile(idOrName, p string) ([]byte, error) {
 	s.mu.Lock()
 	sb := s.find(idOrName)
-	var dir string
-	if sb != nil {
-		dir = sb.root()
-	}
 	s.mu.Unlock()
 	if sb == nil {
 		return nil, fs.ErrNotExist
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return root.ReadFile(rootName(p))
+	return sb.eb.ReadFile(sandboxPath(p))
 }

@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
-
-	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 func (s *Server) lifecycleRoutes(mux *http.ServeMux) {
@@ -29,10 +26,11 @@ func (s *Server) lifecycleRoutes(mux *http.ServeMux) {
 	// The TTL is a deadline counted from now, whatever the sandbox's state
 	// (0 removes it): when it passes the sandbox is destroyed.
 	mux.HandleFunc("POST /api/sandbox/{id}/ttl/{min}", s.withSandbox(s.interval(func(sb *sandbox, m int) {
-		sb.destroyAt = time.Time{}
+		var at time.Time
 		if m > 0 {
-			sb.destroyAt = time.Now().Add(time.Duration(m) * s.opts.Minute)
+			at = time.Now().Add(time.Duration(m) * s.opts.Minute)
 		}
+		sb.eb.SetDeadline(at)
 	})))
 }
 
@@ -47,7 +45,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		// Memory was kept: the processes go on where they stopped.
 		sb.State, sb.DesiredState = stateResuming, stateStarted
 		sb.lastActive = time.Now()
-		s.advance(sb, nil, stateStarted, func(sb *sandbox) { s.signalSessions(sb, syscall.SIGCONT) })
+		s.advance(sb, nil, stateStarted, func(sb *sandbox) { sb.eb.Signal(syscall.SIGCONT) })
 	default:
 		s.refuse(w, sb, "started")
 		return
@@ -59,7 +57,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request, sb *sandbox
 	switch sb.State {
 	case stateStopped, stateStopping:
 	case stateStarted, statePaused:
-		s.killSessions(sb)
+		s.stopLocked(sb)
 		sb.State, sb.DesiredState = stateStopping, stateStopped
 		s.advance(sb, nil, stateStopped, nil)
 	default:
@@ -75,7 +73,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	if !s.vmStarted(w, sb, "Pausing", "pause") {
 		return
 	}
-	s.signalSessions(sb, syscall.SIGSTOP)
+	sb.eb.Signal(syscall.SIGSTOP)
 	sb.State, sb.DesiredState = statePausing, statePaused
 	s.advance(sb, nil, statePaused, nil)
 	writeJSON(w, http.StatusOK, s.dto(sb))
@@ -111,12 +109,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	v.Env, v.Labels = orEmpty(maps.Clone(sb.Env)), orEmpty(maps.Clone(sb.Labels))
 	child := s.newRecord(v, time.Now())
 	child.parent = sb.ID
-	err := makeRoot(child.root())
-	if err == nil {
-		err = busyroot.Copy(sb.root(), child.root())
-	}
-	if err != nil {
-		_ = os.RemoveAll(child.dir)
+	if err := s.makeTree(child, 0, sb.eb.Root()); err != nil {
 		writeError(w, http.StatusInternalServerError, "forking the file system: "+err.Error())
 		return
 	}
@@ -159,6 +152,9 @@ func (s *Server) interval(set func(*sandbox, int)) func(http.ResponseWriter, *ht
 // advance moves sb through steps to final, one StepDelay each, unless
 // something else changes its state first; then runs done. s.mu is held.
 func (s *Server) advance(sb *sandbox, steps []string, final string, done func(*sandbox)) {
+	if s.closed {
+		return
+	}
 	expect := sb.State
 	s.wg.Add(1)
 	go func() {
@@ -183,7 +179,6 @@ func (s *Server) advance(sb *sandbox, steps []string, final string, done func(*s
 				}
 				if final == stateDestroyed {
 					delete(s.sandboxes, sb.ID)
-					_ = os.RemoveAll(sb.dir)
 				}
 				if done != nil {
 					done(sb)
@@ -194,9 +189,9 @@ func (s *Server) advance(sb *sandbox, steps []string, final string, done func(*s
 	}()
 }
 
-// reaper stops sandboxes idle past their auto-stop interval, destroys
-// those stopped past their auto-delete interval, and destroys every
-// sandbox whose TTL has passed, whatever its state.
+// reaper stops sandboxes idle past their auto-stop interval and destroys
+// those stopped past their auto-delete interval (the engine's deadline is
+// the TTL).
 func (s *Server) reaper() {
 	defer s.wg.Done()
 	tick := min(max(s.opts.Minute/20, 10*time.Millisecond), 5*time.Second)
@@ -211,11 +206,9 @@ func (s *Server) reaper() {
 			for _, sb := range s.sandboxes {
 				switch {
 				case sb.State == stateDestroying || sb.State == stateDestroyed:
-				case !sb.destroyAt.IsZero() && !now.Before(sb.destroyAt):
-					s.destroyLocked(sb)
 				case sb.State == stateStarted && sb.AutoStopInterval > 0 &&
 					now.Sub(sb.lastActive) >= time.Duration(sb.AutoStopInterval)*s.opts.Minute:
-					s.killSessions(sb)
+					s.stopLocked(sb)
 					sb.State, sb.stoppedAt = stateStopped, now
 				case sb.State == stateStopped && sb.AutoDeleteInterval >= 0 &&
 					now.Sub(sb.stoppedAt) >= time.Duration(sb.AutoDeleteInterval)*s.opts.Minute:

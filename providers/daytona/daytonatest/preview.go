@@ -4,11 +4,11 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // Preview URLs. Daytona's are hosts, <port>-<sandbox id>.<proxy domain>
@@ -150,20 +150,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, state string, p
 		writeError(w, http.StatusBadGateway, "sandbox is not running (state "+state+")")
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)}
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
-			pr.Out.URL.RawPath = ""
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del(previewTokenHeader)
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			writeError(w, http.StatusBadGateway, "no server is listening on port "+strconv.Itoa(port))
-		},
-	}
-	p.ServeHTTP(w, r)
+	to := "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+	fakeengine.Proxy(port, to, []string{"Authorization", previewTokenHeader}, func(w http.ResponseWriter) {
+		writeError(w, http.StatusBadGateway, "no server is listening on port "+strconv.Itoa(port))
+	}).ServeHTTP(w, r)
 }
 
 // splitTarget reads "<port>-<rest>".

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth/internal/hostproc"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // session is a toolbox session: commands that share a shell in Daytona.
@@ -26,54 +27,45 @@ type command struct {
 	log          *logBuf
 
 	mu     sync.Mutex
-	hp     *hostproc.Process
+	ep     *fakeengine.Proc
 	stdin  *os.File // write end; nil once the command has ended
 	killed bool
 }
 
 // logBuf is a command's log as the daemon writes it, with its exit code.
+// The log closes once the exit code is known or the session went away.
 type logBuf struct {
-	mu      sync.Mutex
-	data    []byte
-	exit    *int
-	ended   bool // the session went away before the command ended
-	changed chan struct{}
+	*fakeengine.Log
+	mu    sync.Mutex
+	exit  *int
+	ended bool // the session went away before the command ended
 }
 
-func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
+func newLogBuf() *logBuf { return &logBuf{Log: fakeengine.NewLog()} }
 
-func (l *logBuf) notify() {
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
-
-func (l *logBuf) append(b []byte) {
-	l.mu.Lock()
-	l.data = append(l.data, b...)
-	l.notify()
-	l.mu.Unlock()
-}
+func (l *logBuf) append(b []byte) { _, _ = l.Write(b) }
 
 func (l *logBuf) finish(code int) {
 	l.mu.Lock()
 	l.exit = &code
-	l.notify()
 	l.mu.Unlock()
+	l.Close()
 }
 
 func (l *logBuf) end() {
 	l.mu.Lock()
 	l.ended = true
-	l.notify()
 	l.mu.Unlock()
+	l.Close()
 }
 
 // since returns the log after off, the exit code, whether the session
 // ended, and a channel closed on the next change.
 func (l *logBuf) since(off int) ([]byte, *int, bool, <-chan struct{}) {
+	data, _, changed := l.Since(off)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.data[min(off, len(l.data)):], l.exit, l.ended, l.changed
+	return data, l.exit, l.ended, changed
 }
 
 func (l *logBuf) exitCode() *int {
@@ -123,45 +115,32 @@ func (l *labeller) flush() {
 	}
 }
 
-// sandboxEnv is the environment commands in sb see; s.mu is held.
-func sandboxEnv(sb *sandbox, extra map[string]string) []string {
-	base := map[string]string{"HOME": "/root", "USER": "root", "HOSTNAME": "daytona-sandbox"}
-	return hostproc.Environ(nil, base, sb.Env, extra)
-}
-
-// shell is `sh` with args, chrooted into root, in its own process group.
-func shell(root string, env []string, args ...string) hostproc.Spec {
-	return hostproc.Spec{Path: "/bin/sh", Args: append([]string{"sh"}, args...), Dir: "/", Env: env, Root: root}
-}
-
 // startCommand runs text in sb; s.mu is held.
 func (s *Server) startCommand(sb *sandbox, c *command) error {
 	if why := Available(); why != "" {
 		return errors.New(why)
 	}
 	out, errs := &labeller{mark: markOut, log: c.log}, &labeller{mark: markErr, log: c.log}
-	spec := shell(sb.root(), sandboxEnv(sb, nil), "-c", c.text)
-	spec.Stdin, spec.Stdout, spec.Stderr = true, out, errs
-	hp, err := hostproc.Start(context.Background(), spec)
+	ep, err := sb.eb.Exec(context.Background(), fakeengine.Command{
+		Args: []string{"sh", "-c", c.text}, Stdin: true, Stdout: out, Stderr: errs,
+		OnExit: func(ex hostproc.Exit) {
+			out.flush()
+			errs.flush()
+			c.mu.Lock()
+			killed := c.killed
+			c.stdin = nil
+			c.mu.Unlock()
+			if !killed { // a session gone: the daemon never writes an exit code
+				c.log.finish(ex.Code)
+			}
+		},
+	})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.hp, c.stdin = hp, hp.Stdin()
+	c.ep, c.stdin = ep, ep.Stdin()
 	c.mu.Unlock()
-	s.wg.Go(func() {
-		ex := hp.Wait()
-		out.flush()
-		errs.flush()
-		c.mu.Lock()
-		killed := c.killed
-		c.stdin = nil
-		c.mu.Unlock()
-		if killed {
-			return // the session is gone; the daemon never writes an exit code
-		}
-		c.log.finish(ex.Code)
-	})
 	return nil
 }
 
@@ -174,8 +153,8 @@ func (c *command) kill() {
 		return
 	}
 	c.killed = true
-	if c.hp != nil {
-		_ = c.hp.SignalGroup(syscall.SIGKILL)
+	if c.ep != nil {
+		_ = c.ep.SignalGroup(syscall.SIGKILL)
 	}
 	c.log.end()
 }
@@ -212,23 +191,9 @@ func (s *Server) killSessions(sb *sandbox) {
 	}
 }
 
-// signalSessions sends sig to the process group of every command of sb
-// (SIGSTOP to pause, SIGCONT to resume); s.mu is held.
-func (s *Server) signalSessions(sb *sandbox, sig syscall.Signal) {
-	for _, sess := range sb.sessions {
-		for _, c := range sess.cmds {
-			c.mu.Lock()
-			if c.hp != nil && !c.killed {
-				_ = c.hp.SignalGroup(sig)
-			}
-			c.mu.Unlock()
-		}
-	}
-}
-
-// killAll is killSessions taking the lock.
-func (s *Server) killAll(sb *sandbox) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// stopLocked ends everything sb runs, its sessions' commands first (whose
+// logs then get no exit code); s.mu is held.
+func (s *Server) stopLocked(sb *sandbox) {
 	s.killSessions(sb)
+	sb.eb.Kill()
 }

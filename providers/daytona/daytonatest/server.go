@@ -2,8 +2,6 @@ package daytonatest
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,11 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // Options configure a Server. Zero values take Daytona's defaults.
@@ -94,9 +93,9 @@ func (f *Fault) matches(r *http.Request) bool {
 
 // Server is a running fake Daytona. Its methods are safe for concurrent use.
 type Server struct {
-	opts   Options
-	srv    *httptest.Server
-	ownDir bool
+	opts Options
+	srv  *httptest.Server
+	eng  *fakeengine.Engine // the sandboxes' trees, processes and TTLs
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox // by ID
@@ -129,22 +128,23 @@ func New(opts Options) (*Server, error) {
 	opts.MaxDiskGB = orDefault(opts.MaxDiskGB, 10)
 	opts.PageSize = orDefault(opts.PageSize, 100)
 	s := &Server{opts: opts, sandboxes: map[string]*sandbox{}, signed: map[string]signedURL{}, stop: make(chan struct{})}
-	if opts.Dir == "" {
-		dir, err := os.MkdirTemp("", "daytonatest-")
-		if err != nil {
-			return nil, err
-		}
-		s.opts.Dir, s.ownDir = dir, true
+	// The TTL destroys a sandbox whatever its state, through destroying.
+	eng, err := fakeengine.New(fakeengine.Options{Dir: opts.Dir, OnExpire: func(eb *fakeengine.Sandbox) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.destroyLocked(eb.Value.(*sandbox))
+	}})
+	if err != nil {
+		return nil, err
 	}
+	s.eng = eng
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.srv = httptest.NewUnstartedServer(s.middleware(mux))
 	if opts.Listen != "" {
 		lis, err := net.Listen("tcp", opts.Listen)
 		if err != nil {
-			if s.ownDir {
-				_ = os.RemoveAll(s.opts.Dir)
-			}
+			eng.Close()
 			return nil, err
 		}
 		s.srv.Listener.Close()
@@ -182,23 +182,14 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	close(s.stop)
-	var all []*sandbox
 	for _, sb := range s.sandboxes {
-		all = append(all, sb)
+		s.killSessions(sb)
 	}
 	s.mu.Unlock()
-	for _, sb := range all {
-		s.killAll(sb)
-	}
 	s.srv.CloseClientConnections()
 	s.srv.Close()
 	s.wg.Wait()
-	for _, sb := range all {
-		_ = os.RemoveAll(sb.dir)
-	}
-	if s.ownDir {
-		_ = os.RemoveAll(s.opts.Dir)
-	}
+	s.eng.Close()
 }
 
 // Inject adds a fault. Faults are tried in the order they were added.
@@ -480,8 +471,4 @@ func readJSON(r *http.Request, v any) error {
 	return nil
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randomHex(n int) string { return fakeengine.RandomHex(n) }

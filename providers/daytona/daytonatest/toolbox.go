@@ -11,8 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/berth-sh/berth/internal/hostproc"
 	"github.com/berth-sh/berth/internal/syncbuf"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 func (s *Server) toolboxRoutes(mux *http.ServeMux) {
@@ -306,26 +306,23 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeError(w, http.StatusBadRequest, why)
 		return
 	}
-	s.mu.Lock()
-	spec := shell(sb.root(), sandboxEnv(sb, req.Envs))
-	s.mu.Unlock()
-	if req.Cwd != nil {
-		spec.Dir = *req.Cwd
-	}
 	var out syncbuf.Buffer
-	spec.Stdin, spec.Stdout, spec.Stderr = true, &out, &out
-	if req.Timeout != nil && *req.Timeout > 0 {
-		spec.Timeout = time.Duration(*req.Timeout) * time.Second
+	cmd := fakeengine.Command{Args: []string{"sh"}, Env: req.Envs, Stdin: true, Stdout: &out, Stderr: &out}
+	if req.Cwd != nil {
+		cmd.Dir = *req.Cwd
 	}
-	hp, err := hostproc.Start(r.Context(), spec)
+	if req.Timeout != nil && *req.Timeout > 0 {
+		cmd.Timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	ep, err := sb.eb.Exec(r.Context(), cmd)
 	if err != nil {
 		writeJSON(w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
 	// The script is sh's stdin; a timeout kills sh, which ends this write.
-	_, _ = io.WriteString(hp.Stdin(), req.Command)
-	_ = hp.Stdin().Close()
-	ex := hp.Wait()
+	_, _ = io.WriteString(ep.Stdin(), req.Command)
+	_ = ep.Stdin().Close()
+	ex := ep.Exit()
 	if ex.TimedOut {
 		writeError(w, http.StatusRequestTimeout, "command execution timeout")
 		return

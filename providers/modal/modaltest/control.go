@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // control serves the control plane calls the SDK makes for apps, images
@@ -240,7 +242,7 @@ func (c *control) SandboxWaitV2(ctx context.Context, req *pb.SandboxWaitRequest)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-sb.done:
+	case <-sb.eb.Done():
 	case <-t.C:
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -256,7 +258,7 @@ func (c *control) SandboxTerminateV2(_ context.Context, req *pb.SandboxTerminate
 	if res := sb.resultOrNil(); res != nil {
 		return pb.SandboxTerminateResponse_builder{ExistingResult: res}.Build(), nil
 	}
-	sb.finish(pb.GenericResult_GENERIC_STATUS_TERMINATED, "Sandbox terminated")
+	sb.finish(fakeengine.Deleted)
 	return &pb.SandboxTerminateResponse{}, nil
 }
 
@@ -302,7 +304,7 @@ func (c *control) SandboxListV2(_ context.Context, req *pb.SandboxListRequest) (
 			break
 		}
 		res := sb.resultOrNil()
-		if (res != nil && !req.GetIncludeFinished()) || !sb.hasTags(want) {
+		if (res != nil && !req.GetIncludeFinished()) || !sb.eb.HasLabels(want) {
 			continue
 		}
 		out = append(out, pb.SandboxInfo_builder{
@@ -335,9 +337,7 @@ func (c *control) SandboxTagsSetV2(_ context.Context, req *pb.SandboxTagsSetRequ
 	for _, t := range req.GetTags() {
 		tags[t.GetTagName()] = t.GetTagValue()
 	}
-	sb.mu.Lock()
-	sb.tags = tags
-	sb.mu.Unlock()
+	sb.eb.SetLabels(tags)
 	return &emptypb.Empty{}, nil
 }
 

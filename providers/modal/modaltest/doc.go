@@ -34,7 +34,8 @@
 //     the requested byte offset), TaskExecWait (code, or the signal of a
 //     killed process), TaskExecStdinWrite, TaskExecStdinWriteStream,
 //     TaskExecStdinStatus. Commands are real processes, each in its own
-//     process group, in the sandbox's tree <Dir>/<sandbox>/root. With
+//     process group, in the sandbox's tree <Dir>/<sandbox>/root
+//     (internal/testing/fakeengine holds the sandboxes). With
 //     Options.Busybox they run chrooted into it (busybox and its applets in
 //     /bin, /dev/null and friends), so every path in a command is a sandbox
 //     path; without it they are host programs started in the mapped working
@@ -52,8 +53,9 @@
 //     created from it starts with that tree.
 //   - The SDK's file calls exec /__modal/.bin/modal-sandbox-fs-tools with a
 //     JSON command; the server runs that tool itself (ListFiles, Stat,
-//     ReadFile, WriteFile, MakeDirectory, Remove) through os.Root on the
-//     sandbox's tree, with the error payloads the SDK parses.
+//     ReadFile, WriteFile, MakeDirectory, Remove) on the sandbox's tree,
+//     where paths resolve as inside the sandbox, with the error payloads
+//     the SDK parses.
 //
 // Faults are steered at run time: Throttle (RESOURCE_EXHAUSTED carrying the
 // protocol's RPCRetryPolicy retry hint), Quota (RESOURCE_EXHAUSTED without

@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-sh/berth/internal/hostproc"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // ioGrace is how long output may keep coming from a command's leftover
@@ -26,12 +23,11 @@ const ioGrace = 500 * time.Millisecond
 // proc is one exec: a host process, or the file tool run in-process.
 type proc struct {
 	id             string
-	stdout, stderr *output
+	stdout, stderr *fakeengine.Log
 	stdin          *stdin
 	done           chan struct{} // closed once it has exited and its output is complete
 
 	mu     sync.Mutex
-	hp     *hostproc.Process // a host process until it has finished; nil otherwise
 	code   int32
 	signal int32 // non-zero when killed by a signal
 }
@@ -47,24 +43,32 @@ type execSpec struct {
 	stderrToStdout bool
 }
 
+// output is a stream's log and what the command writes it with: a
+// discarded stream's log is closed from the start.
+func output(discard bool) (*fakeengine.Log, io.Writer) {
+	l := fakeengine.NewLog()
+	if discard {
+		l.Close()
+		return l, io.Discard
+	}
+	return l, l
+}
+
 // start runs spec in the sandbox and registers it under id. Stdin writes
 // wait until the process has its pipe.
 func (sb *sandbox) start(id string, spec execSpec) (*proc, error) {
-	p := &proc{
-		id:     id,
-		stdout: newOutput(spec.discardStdout),
-		stderr: newOutput(spec.discardStderr),
-		stdin:  &stdin{},
-		done:   make(chan struct{}),
-	}
+	p := &proc{id: id, stdin: &stdin{}, done: make(chan struct{})}
+	var stdout, stderr io.Writer
+	p.stdout, stdout = output(spec.discardStdout)
+	p.stderr, stderr = output(spec.discardStderr)
 	if spec.stderrToStdout {
-		p.stderr = p.stdout
+		p.stderr, stderr = p.stdout, stdout
 	}
 	p.stdin.mu.Lock()
 	defer p.stdin.mu.Unlock()
 
 	sb.mu.Lock()
-	if sb.result != nil {
+	if sb.resultOrNil() != nil {
 		sb.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "Sandbox %s has already finished", sb.id)
 	}
@@ -96,99 +100,59 @@ func (sb *sandbox) start(id string, spec execSpec) (*proc, error) {
 		go func() {
 			defer s.procs.Done()
 			defer inR.Close()
-			p.finish(runFSTool(sb.root, spec.args[1:], inR, p.stdout, p.stderr), 0)
+			p.finish(runFSTool(sb.eb, spec.args[1:], inR, stdout, stderr), 0)
 		}()
 		return p, nil
 	}
-	if err := p.startHost(sb, spec); err != nil {
-		s.procs.Done()
-		p.stdin.closed = true
-		return nil, err
-	}
-	return p, nil
+	defer s.procs.Done()
+	return p, p.startHost(sb, spec, stdout, stderr)
 }
 
 // startHost starts a host process in the sandbox's tree; p.stdin.mu is
 // held. A missing program is exit 127 and an unrunnable one 126, as a
 // shell reports them.
-func (p *proc) startHost(sb *sandbox, spec execSpec) error {
-	dir := spec.dir
-	if dir == "" {
-		dir = sb.def.GetWorkdir()
-	}
-	if dir == "" {
-		dir = "/"
-	}
-	cwd, err := hostPath(sb.root, dir)
-	if err != nil {
-		return err
-	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return status.Errorf(codes.InvalidArgument, "working directory %s does not exist", short(dir))
-	}
-	hs := hostproc.Spec{
-		Args: spec.args, Env: hostproc.Environ(nil, sb.vars, spec.env), Dir: cwd, Stdin: true,
-		Stdout: p.stdout, Stderr: p.stderr, Timeout: spec.timeout, Grace: ioGrace,
-	}
-	look := hostproc.Lookup{PATH: hostproc.Getenv(hs.Env, "PATH"), Dir: cwd, Tree: sb.root}
-	if sb.s.opts.Busybox != "" {
-		// Inside the chroot the working directory is the sandbox path.
-		hs.Dir, hs.Root = path.Clean(dir), sb.root
-		look = hostproc.Lookup{PATH: look.PATH, Dir: hs.Dir, Root: sb.root}
-	}
-	hs.Path, err = hostproc.LookPath(spec.args[0], look)
-	var hp *hostproc.Process
-	if err == nil {
-		hp, err = hostproc.Start(context.Background(), hs)
-	}
-	if err != nil {
-		// Modal's wire has no start error: every refusal is an exit.
-		code, ok := hostproc.ShellStatus(err)
-		if !ok {
-			code = 126
-		}
-		fmt.Fprint(p.stderr, hostproc.Complaint(spec.args[0], err))
+func (p *proc) startHost(sb *sandbox, spec execSpec, stdout, stderr io.Writer) error {
+	ep, err := sb.eb.Exec(context.Background(), fakeengine.Command{
+		Args: spec.args, Dir: spec.dir, Env: spec.env, Stdin: true, Stdout: stdout, Stderr: stderr,
+		Timeout: spec.timeout, Grace: ioGrace,
+		OnExit: func(ex hostproc.Exit) {
+			if ex.Signal != 0 {
+				p.finish(0, int32(ex.Signal))
+			} else {
+				p.finish(int32(ex.Code), 0)
+			}
+		},
+	})
+	switch {
+	case errors.Is(err, fakeengine.ErrWorkDir):
 		p.stdin.closed = true
+		return status.Errorf(codes.InvalidArgument, "working directory %s does not exist", short(spec.dir))
+	case err != nil:
+		// Modal's wire has no start error: every refusal is an exit.
+		fmt.Fprint(stderr, hostproc.Complaint(spec.args[0], err))
+		p.stdin.closed = true
+		sb.s.procs.Add(1)
 		go func() {
 			defer sb.s.procs.Done()
-			p.finish(int32(code), 0)
+			p.finish(126, 0)
 		}()
 		return nil
 	}
-	p.stdin.w = hp.Stdin()
-	p.mu.Lock()
-	p.hp = hp
-	p.mu.Unlock()
-	go func() {
-		defer sb.s.procs.Done()
-		ex := hp.Wait()
-		if ex.Signal != 0 {
-			p.finish(0, int32(ex.Signal))
-		} else {
-			p.finish(int32(ex.Code), 0)
-		}
-	}()
+	p.stdin.w = ep.Stdin()
+	if p.stdin.w == nil { // refused as a shell would: the engine finishes it
+		p.stdin.closed = true
+	}
 	return nil
 }
 
 func (p *proc) finish(code, signal int32) {
 	p.mu.Lock()
-	p.code, p.signal, p.hp = code, signal, nil
+	p.code, p.signal = code, signal
 	p.mu.Unlock()
-	p.stdout.close()
-	p.stderr.close()
+	p.stdout.Close()
+	p.stderr.Close()
 	p.stdin.close()
 	close(p.done)
-}
-
-// kill ends the process group with SIGKILL.
-func (p *proc) kill() {
-	p.mu.Lock()
-	hp := p.hp
-	p.mu.Unlock()
-	if hp != nil {
-		_ = hp.Signal(syscall.SIGKILL)
-	}
 }
 
 // status is the exit code, or the signal that killed it.
@@ -196,74 +160,6 @@ func (p *proc) status() (code, signal int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.code, p.signal
-}
-
-// hostPath maps an absolute sandbox path into the sandbox's tree. It is for
-// working directories only: file calls go through os.Root.
-func hostPath(root, p string) (string, error) {
-	if !path.IsAbs(p) {
-		return "", status.Errorf(codes.InvalidArgument, "path %s is not absolute", short(p))
-	}
-	return filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(path.Clean(p), "/"))), nil
-}
-
-// output holds everything a stream produced, so that a reader can resume at
-// any offset.
-type output struct {
-	mu      sync.Mutex
-	buf     []byte
-	closed  bool
-	discard bool
-	changed chan struct{} // closed and replaced on every write and on close
-}
-
-func newOutput(discard bool) *output {
-	return &output{discard: discard, changed: make(chan struct{})}
-}
-
-func (o *output) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.discard {
-		o.buf = append(o.buf, b...)
-		close(o.changed)
-		o.changed = make(chan struct{})
-	}
-	return len(b), nil
-}
-
-func (o *output) close() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.closed {
-		o.closed = true
-		close(o.changed)
-	}
-}
-
-// read returns up to max bytes from offset, waiting for some; eof once the
-// stream is closed and offset is at its end.
-func (o *output) read(ctx context.Context, offset uint64, max int) ([]byte, bool, error) {
-	for {
-		o.mu.Lock()
-		if offset < uint64(len(o.buf)) {
-			end := min(uint64(len(o.buf)), offset+uint64(max))
-			b := o.buf[offset:end]
-			o.mu.Unlock()
-			return b, false, nil
-		}
-		if o.closed || o.discard {
-			o.mu.Unlock()
-			return nil, true, nil
-		}
-		ch := o.changed
-		o.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		}
-	}
 }
 
 // stdin is the write end of an exec's stdin with the byte offsets the
@@ -323,5 +219,3 @@ func (in *stdin) closeLocked() {
 		_ = in.w.Close()
 	}
 }
-
-var _ io.Writer = (*output)(nil)

@@ -104,7 +104,7 @@ func (r *router) TaskExecStdioRead(req *pb.TaskExecStdioReadRequest, stream grpc
 	budget := r.s.faults.dropLimit()
 	offset, sent := req.GetOffset(), 0
 	for {
-		data, eof, err := out.read(ctx, offset, chunkSize)
+		data, eof, err := out.Read(ctx, int(offset), chunkSize)
 		if err != nil {
 			return status.FromContextError(err).Err()
 		}

@@ -1,10 +1,6 @@
 package modaltest
 
 import (
-	"maps"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,11 +10,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/berth-sh/berth/internal/testing/busyroot"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
-// sandbox is one V2 sandbox: a directory tree and the commands run in it.
+// sandbox is one V2 sandbox: the engine's, with Modal's names for it and
+// the commands run in it.
 type sandbox struct {
 	s         *Server
+	eb        *fakeengine.Sandbox // its tree, processes, tags and deadline
 	id        string
 	taskID    string
 	appID     string
@@ -26,140 +25,73 @@ type sandbox struct {
 	imageID   string
 	created   float64
 	def       *pb.Sandbox
-	vars      map[string]string // environment of every command
-	dir       string            // <Dir>/<id>; root/ inside is the sandbox's /
-	root      string
 	routerJWT string
-	done      chan struct{} // closed when the sandbox has ended
 
 	mu      sync.Mutex
-	timer   *time.Timer
-	tags    map[string]string
-	result  *pb.GenericResult
 	execs   map[string]*proc
 	tunnels []*tunnel // set before the sandbox is visible, closed by finish
 }
 
 func (s *Server) newSandbox(a *app, im *image, def *pb.Sandbox, tags, vars map[string]string) (*sandbox, error) {
-	id := "sb-v2-" + randomID(20)
 	sb := &sandbox{
-		s:       s,
-		id:      id,
-		taskID:  "ta-" + randomID(22),
-		appID:   a.id,
-		env:     a.env,
-		imageID: im.id,
-		def:     proto.Clone(def).(*pb.Sandbox),
-		vars:    vars,
-		tags:    tags,
-		dir:     filepath.Join(s.dir, id),
-		done:    make(chan struct{}),
-		execs:   map[string]*proc{},
+		s: s, id: "sb-v2-" + randomID(20), taskID: "ta-" + randomID(22), appID: a.id, env: a.env,
+		imageID: im.id, def: proto.Clone(def).(*pb.Sandbox), execs: map[string]*proc{},
 	}
-	sb.root = filepath.Join(sb.dir, "root")
 	// The image is the host (or busybox, in chroot mode), with a tree where
 	// /tmp and the workdir exist; a snapshot's image brings the tree it
 	// saved.
-	if im.tree != "" {
-		if err := os.MkdirAll(sb.root, 0o755); err != nil {
-			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
-		}
-		if err := busyroot.Copy(im.tree, sb.root); err != nil {
-			_ = os.RemoveAll(sb.dir)
-			return nil, status.Errorf(codes.Internal, "restoring the snapshot's tree: %v", err)
-		}
-	}
-	for _, d := range []string{"tmp", strings.TrimPrefix(def.GetWorkdir(), "/")} {
-		if err := os.MkdirAll(filepath.Join(sb.root, filepath.FromSlash(d)), 0o755); err != nil {
-			return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
-		}
-	}
-	if err := os.Chmod(filepath.Join(sb.root, "tmp"), os.ModeSticky|0o777); err != nil {
+	eb, err := s.eng.Create(fakeengine.Spec{
+		ID: sb.id, Labels: tags, Env: vars, WorkDir: def.GetWorkdir(), Value: sb,
+		Layout: &busyroot.Root{Busybox: s.opts.Busybox}, Seed: im.tree,
+	})
+	if err != nil {
 		return nil, status.Errorf(codes.Internal, "making the sandbox's tree: %v", err)
 	}
-	if s.opts.Busybox != "" {
-		if err := installBusybox(sb.root, s.opts.Busybox); err != nil {
-			_ = os.RemoveAll(sb.dir)
-			return nil, status.Errorf(codes.Internal, "installing busybox in the sandbox: %v", err)
-		}
-	}
+	sb.eb = eb
 	if err := sb.openTunnels(); err != nil {
-		sb.closeTunnels()
-		_ = os.RemoveAll(sb.dir)
+		sb.finish(fakeengine.Deleted)
 		return nil, err
 	}
+	// Armed once sb is whole: the timeout's finish reads it.
+	eb.SetDeadline(eb.Created.Add(time.Duration(def.GetTimeoutSecs()) * time.Second))
 	exp := time.Now().Add(time.Duration(def.GetTimeoutSecs()+3600) * time.Second)
 	sb.routerJWT = jwt(map[string]any{"exp": exp.Unix(), "task_id": sb.taskID})
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		sb.closeTunnels()
-		_ = os.RemoveAll(sb.dir)
+		sb.finish(fakeengine.Closed)
 		return nil, status.Error(codes.Unavailable, errClosed.Error())
 	}
 	sb.created = s.createdAtLocked()
 	s.sandboxes[sb.id] = sb
 	s.tasks[sb.taskID] = sb
-	s.mu.Unlock()
-	sb.mu.Lock()
-	sb.timer = time.AfterFunc(time.Duration(def.GetTimeoutSecs())*time.Second, func() {
-		sb.finish(pb.GenericResult_GENERIC_STATUS_TIMEOUT, "Sandbox timed out")
-	})
-	sb.mu.Unlock()
 	return sb, nil
 }
 
 // finish ends the sandbox once: its commands are killed and its tree goes;
 // the record stays so that wait and task lookups report how it ended.
-func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, msg string) {
-	sb.mu.Lock()
-	if sb.result != nil {
-		sb.mu.Unlock()
-		return
-	}
-	sb.result = pb.GenericResult_builder{Status: st, Exception: msg}.Build()
-	close(sb.done)
-	procs := make([]*proc, 0, len(sb.execs))
-	for _, p := range sb.execs {
-		procs = append(procs, p)
-	}
-	timer := sb.timer
-	sb.mu.Unlock()
-	if timer != nil {
-		timer.Stop()
-	}
+func (sb *sandbox) finish(why fakeengine.Reason) {
+	_ = sb.eb.End(why)
 	sb.closeTunnels()
-	for _, p := range procs {
-		p.kill()
-	}
-	if sb.s.opts.Busybox != "" {
-		busyroot.KillRooted(sb.root) // what left its group, too
-	}
-	_ = os.RemoveAll(sb.dir)
 }
 
+// results are how a sandbox ended, as Modal reports it.
+var results = map[fakeengine.Reason]*pb.GenericResult{
+	fakeengine.Expired: pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_TIMEOUT, Exception: "Sandbox timed out"}.Build(),
+	fakeengine.Deleted: pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_TERMINATED, Exception: "Sandbox terminated"}.Build(),
+	fakeengine.Closed:  pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_TERMINATED, Exception: "server closed"}.Build(),
+}
+
+// resultOrNil is how the sandbox ended; nil while it runs.
 func (sb *sandbox) resultOrNil() *pb.GenericResult {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	return sb.result
-}
-
-func (sb *sandbox) hasTags(want map[string]string) bool {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	for k, v := range want {
-		if have, ok := sb.tags[k]; !ok || have != v {
-			return false
-		}
-	}
-	return true
+	why, _ := sb.eb.Ended()
+	return results[why]
 }
 
 func (sb *sandbox) tagList() []*pb.SandboxTag {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	out := make([]*pb.SandboxTag, 0, len(sb.tags))
-	for k, v := range sb.tags {
+	tags := sb.eb.Labels()
+	out := make([]*pb.SandboxTag, 0, len(tags))
+	for k, v := range tags {
 		out = append(out, pb.SandboxTag_builder{TagName: k, TagValue: v}.Build())
 	}
 	return out
@@ -187,17 +119,15 @@ func (s *Server) Sandbox(id string) (SandboxState, bool) {
 	if !ok {
 		return SandboxState{}, false
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
 	return SandboxState{
 		ID:         sb.id,
 		AppID:      sb.appID,
 		ImageID:    sb.imageID,
 		Definition: proto.Clone(sb.def).(*pb.Sandbox),
-		Env:        maps.Clone(sb.vars),
-		Tags:       maps.Clone(sb.tags),
-		Result:     sb.result,
-		Dir:        sb.root,
+		Env:        sb.eb.Env(),
+		Tags:       sb.eb.Labels(),
+		Result:     sb.resultOrNil(),
+		Dir:        sb.eb.Root(),
 	}, true
 }
 
@@ -207,9 +137,7 @@ func (s *Server) Running() []string {
 	defer s.mu.Unlock()
 	var ids []string
 	for id, sb := range s.sandboxes {
-		select {
-		case <-sb.done:
-		default:
+		if sb.resultOrNil() == nil {
 			ids = append(ids, id)
 		}
 	}

@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
 
 // The token pair a server accepts when Options leave it empty.
@@ -45,20 +47,21 @@ type Options struct {
 	// Close removes.
 	Dir string
 	// Busybox, when set (see Busybox), is a static busybox put in every
-	// sandbox's /bin; commands then run chrooted into the sandbox's tree, so
-	// absolute paths in them are sandbox paths. It needs root. Without it
-	// commands are host processes started in the mapped working directory,
-	// and only their working directory is a sandbox path.
+	// sandbox's /bin; commands then run confined to the sandbox's tree (by
+	// chroot as root, in a user namespace otherwise), so absolute paths in
+	// them are sandbox paths. Without it commands are host processes
+	// started in the mapped working directory, and only their working
+	// directory is a sandbox path.
 	Busybox string
 }
 
 // Server is a running in-process Modal server.
 type Server struct {
-	opts      Options
-	lis       net.Listener
-	srv       *grpc.Server
-	dir       string
-	removeDir bool
+	opts     Options
+	lis      net.Listener
+	srv      *grpc.Server
+	eng      *fakeengine.Engine // the sandboxes
+	imageDir string             // the snapshots' trees
 
 	mu          sync.Mutex
 	authTokens  map[string]time.Time // issued auth tokens and their expiry
@@ -73,7 +76,7 @@ type Server struct {
 	faults      faults
 	closed      bool
 
-	procs sync.WaitGroup // goroutines of running commands and tunnels
+	procs sync.WaitGroup // goroutines of the file tool and of refused commands
 
 	caOnce sync.Once // the tunnels' certificates (tunnels.go)
 	ca     *x509.Certificate
@@ -94,7 +97,6 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts:       opts,
-		dir:        opts.Dir,
 		authTokens: map[string]time.Time{},
 		apps:       map[string]*app{},
 		images:     map[string]*image{},
@@ -105,16 +107,16 @@ func Start(opts Options) (*Server, error) {
 		calls:      map[string][]Call{},
 		faults:     newFaults(),
 	}
-	if s.dir == "" {
-		d, err := os.MkdirTemp("", "modaltest-")
-		if err != nil {
-			return nil, err
-		}
-		s.dir, s.removeDir = d, true
+	eng, err := fakeengine.New(fakeengine.Options{Dir: opts.Dir, OnExpire: func(eb *fakeengine.Sandbox) {
+		eb.Value.(*sandbox).finish(fakeengine.Expired)
+	}})
+	if err != nil {
+		return nil, err
 	}
+	s.eng, s.imageDir = eng, filepath.Join(eng.Dir(), "images")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		s.cleanupDir()
+		eng.Close()
 		return nil, err
 	}
 	s.lis = lis
@@ -180,19 +182,13 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, sb := range sbs {
-		sb.finish(pb.GenericResult_GENERIC_STATUS_TERMINATED, "server closed")
+		sb.finish(fakeengine.Closed)
 	}
 	s.srv.Stop()
 	s.procs.Wait()
-	return s.cleanupDir()
-}
-
-func (s *Server) cleanupDir() error {
-	if !s.removeDir {
-		// Snapshots' trees are the server's own, wherever they are.
-		return os.RemoveAll(filepath.Join(s.dir, "images"))
-	}
-	return os.RemoveAll(s.dir)
+	s.eng.Close()
+	// Snapshots' trees are the server's own, wherever they are.
+	return os.RemoveAll(s.imageDir)
 }
 
 // Call is one call the server received.

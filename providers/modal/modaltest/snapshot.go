@@ -8,8 +8,6 @@ import (
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/berth-sh/berth/internal/testing/busyroot"
 )
 
 // TaskSnapshotFilesystem saves a running sandbox's tree as a new image,
@@ -36,21 +34,15 @@ func (r *router) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSnapsho
 	if done {
 		return pb.TaskSnapshotFilesystemResponse_builder{ImageId: id}.Build(), nil
 	}
-	// The tree is copied while the sandbox cannot end under the copy.
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	if sb.result != nil {
+	if sb.resultOrNil() != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s has already finished", sb.id)
 	}
 	im := &image{id: "im-" + randomID(22), ref: "snapshot of " + sb.id,
 		result: pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build()}
-	im.tree = filepath.Join(s.dir, "images", im.id)
-	if err := os.MkdirAll(im.tree, 0o755); err != nil {
-		return nil, status.Errorf(codes.Internal, "saving the snapshot: %v", err)
-	}
-	if err := busyroot.Copy(sb.root, im.tree); err != nil {
+	im.tree = filepath.Join(s.imageDir, im.id)
+	if err := sb.eb.CopyTree(im.tree); err != nil {
 		_ = os.RemoveAll(im.tree)
-		return nil, status.Errorf(codes.Internal, "saving the snapshot: %v", err)
+		return nil, status.Errorf(codes.FailedPrecondition, "saving the snapshot: %v", err)
 	}
 	s.mu.Lock()
 	s.imagesByID[im.id] = im

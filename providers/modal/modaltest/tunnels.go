@@ -8,11 +8,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"io"
 	"math/big"
 	"net"
-	"strconv"
-	"sync"
+	"net/netip"
 	"time"
 
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
@@ -20,6 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-sh/berth/internal/portproxy"
+	"github.com/berth-sh/berth/internal/testing/fakeengine"
+	"github.com/berth-sh/berth/sandbox/driver"
 )
 
 // Tunnels, as Modal's: each port the definition opens gets a listener on
@@ -86,7 +86,7 @@ func (s *Server) tunnelCA() (*x509.Certificate, *tls.Certificate, error) {
 // tunnel is one open port's listeners.
 type tunnel struct {
 	port       int
-	tlsLn, tcp net.Listener // tcp is nil for an encrypted port
+	tlsLn, tcp *portproxy.Listener // tcp is nil for an encrypted port
 }
 
 // openTunnels starts the listeners of the definition's ports.
@@ -104,100 +104,26 @@ func (sb *sandbox) openTunnels() error {
 			return status.Errorf(codes.InvalidArgument, "invalid port %d", ps.GetPort())
 		}
 		t := &tunnel{port: int(ps.GetPort())}
+		dial := func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", fakeengine.Loopback(t.port))
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return status.Errorf(codes.Internal, "tunnel listener: %v", err)
 		}
-		t.tlsLn = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*leaf}})
-		if ps.GetUnencrypted() {
-			if t.tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-				t.tlsLn.Close()
-				return status.Errorf(codes.Internal, "tunnel listener: %v", err)
-			}
-		}
+		t.tlsLn = portproxy.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*leaf}}), dial, driver.PortTCP)
 		sb.tunnels = append(sb.tunnels, t)
-		for _, l := range []net.Listener{t.tlsLn, t.tcp} {
-			if l != nil {
-				sb.s.procs.Add(1)
-				go func() { defer sb.s.procs.Done(); sb.serveTunnel(l, t.port) }()
+		if ps.GetUnencrypted() {
+			if t.tcp, err = portproxy.Listen(dial, driver.PortTCP); err != nil {
+				return status.Errorf(codes.Internal, "tunnel listener: %v", err)
 			}
 		}
 	}
 	return nil
 }
 
-// serveTunnel carries each connection to the sandbox's port until the
-// listener closes.
-func (sb *sandbox) serveTunnel(ln net.Listener, port int) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		wg.Go(func() {
-			if tc, ok := c.(*tls.Conn); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := tc.HandshakeContext(ctx)
-				cancel()
-				if err != nil {
-					c.Close()
-					return
-				}
-			}
-			up, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
-			if err != nil {
-				c.Close()
-				return
-			}
-			select {
-			case <-sb.done:
-				c.Close()
-				up.Close()
-				return
-			default:
-			}
-			fin := make(chan struct{})
-			defer close(fin)
-			go func() {
-				select {
-				case <-sb.done:
-					c.Close()
-					up.Close()
-				case <-fin:
-				}
-			}()
-			if _, ok := c.(*tls.Conn); ok {
-				joinCopy(c, up)
-				return
-			}
-			_ = portproxy.Join(c, up)
-		})
-	}
-}
-
-// joinCopy copies both ways through a TLS connection (which splice cannot
-// carry), passing a half-close on.
-func joinCopy(tc net.Conn, up net.Conn) {
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(up, tc)
-		if cw, ok := up.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		close(done)
-	}()
-	_, _ = io.Copy(tc, up)
-	if cw, ok := tc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	<-done
-	tc.Close()
-	up.Close()
-}
-
-// closeTunnels stops the listeners.
+// closeTunnels stops the listeners and ends their connections.
 func (sb *sandbox) closeTunnels() {
 	for _, t := range sb.tunnels {
 		t.tlsLn.Close()
@@ -205,6 +131,13 @@ func (sb *sandbox) closeTunnels() {
 			t.tcp.Close()
 		}
 	}
+}
+
+// port is the port a listener has on the loopback address.
+func port(l *portproxy.Listener) *uint32 {
+	ap, _ := netip.ParseAddrPort(l.Addr())
+	p := uint32(ap.Port())
+	return &p
 }
 
 // tunnelData describes the tunnels; encryptedOnly leaves out the
@@ -215,10 +148,10 @@ func (sb *sandbox) tunnelData(encryptedOnly bool) []*pb.TunnelData {
 		if encryptedOnly && t.tcp != nil {
 			continue
 		}
-		b := pb.TunnelData_builder{Host: "127.0.0.1", Port: uint32(t.tlsLn.Addr().(*net.TCPAddr).Port), ContainerPort: uint32(t.port)}
+		b := pb.TunnelData_builder{Host: "127.0.0.1", Port: *port(t.tlsLn), ContainerPort: uint32(t.port)}
 		if t.tcp != nil {
-			h, p := "127.0.0.1", uint32(t.tcp.Addr().(*net.TCPAddr).Port)
-			b.UnencryptedHost, b.UnencryptedPort = &h, &p
+			h := "127.0.0.1"
+			b.UnencryptedHost, b.UnencryptedPort = &h, port(t.tcp)
 		}
 		out = append(out, b.Build())
 	}

@@ -6,8 +6,9 @@
 //	DAYTONA_API_URL=http://127.0.0.1:PORT/api
 //	DAYTONA_API_KEY=...
 //
-// Commands in its sandboxes run chrooted into a busybox tree, which needs
-// root and a static busybox; without them files work and commands fail.
+// Commands in its sandboxes run confined to a busybox tree, which needs a
+// static busybox, and root or user namespaces; without them files work and
+// commands fail.
 // It is a test double: it isolates nothing.
 package main
 
