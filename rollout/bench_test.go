@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session"
@@ -88,7 +89,7 @@ func BenchmarkRolloutLocal(b *testing.B) {
 		jobs := b.TempDir()
 		start, cpu0 := time.Now(), benchstat.CPU()
 		res, err := rollout.Run(context.Background(), rollout.Config{
-			Job:      job.Config{JobName: "bench", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: conc, NAttempts: trials},
+			Job:      job.Config{JobConfig: layout.JobConfig{JobName: "bench", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: conc, NAttempts: trials}},
 			Terminus: terminus.Options{Model: "policy"},
 			Strict:   true,
 		}, rollout.Options{Registry: reg, Env: env, Sessions: &session.Client{BaseURL: ts.URL}})

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/sandbox"
@@ -114,7 +115,7 @@ func TestCommandAgentReversePort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	_, err := rollout.Run(ctx, rollout.Config{
-		Job:     job.Config{JobName: "cmd", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 3, NAttempts: 1, Agent: command.Name},
+		Job:     job.Config{JobConfig: layout.JobConfig{JobName: "cmd", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 3, NAttempts: 1, Agent: command.Name}},
 		Command: command.Options{Command: "PROBES='" + strings.Join(probes, " ") + "'\n" + shellAgent, Model: "policy"},
 		Strict:  true,
 	}, rollout.Options{Registry: reg, Env: env, Sessions: pe.Client, TokenText: pe.TokenText})

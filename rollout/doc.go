@@ -14,7 +14,7 @@
 // Each trial directory gets, next to Harbor's files:
 //
 //	samples.safetensors  the session's samples in Miles's wire format
-//	samples.jsonl        the same as JSON lines (results.SamplesFile), what
+//	samples.jsonl        the same as JSON lines (layout.SamplesFile), what
 //	                     berth view shows: token texts, loss masks, turns,
 //	                     the reward at the top level of each line
 //

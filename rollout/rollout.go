@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/session"
 )
@@ -59,7 +60,7 @@ type Options struct {
 
 // Result is a finished rollout.
 type Result struct {
-	Job     *job.Result
+	Job     *layout.JobResult
 	Summary *job.Summary
 	Rollout *Summary
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
 )
 
@@ -35,7 +36,7 @@ func RunGolden(t *testing.T, reg *registry.Registry, env registry.Environ, backe
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	res, err := rollout.Run(ctx, rollout.Config{
-		Job:      job.Config{JobName: "golden", JobsDir: jobs, TasksPath: tasks, Backend: backend, NConcurrent: 3, NAttempts: SamplesPerTask},
+		Job:      job.Config{JobConfig: layout.JobConfig{JobName: "golden", JobsDir: jobs, TasksPath: tasks, Backend: backend, NConcurrent: 3, NAttempts: SamplesPerTask}},
 		Terminus: terminus.Options{Model: "policy", Shell: "auto"},
 		Strict:   true,
 	}, rollout.Options{Registry: reg, Env: env, Sessions: pe.Client, TokenText: pe.TokenText})

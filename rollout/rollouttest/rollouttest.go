@@ -21,6 +21,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
@@ -220,7 +221,7 @@ type Sample struct {
 
 func ReadSamples(t testing.TB, dir string) []Sample {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, results.SamplesFile))
+	f, err := os.Open(filepath.Join(dir, layout.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
