@@ -12,9 +12,9 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent/command"
 	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"

@@ -19,11 +19,11 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/results"
 	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout/policy"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
