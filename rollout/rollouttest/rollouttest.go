@@ -346,7 +346,7 @@ func (pe *PolicyEngine) CheckRendering(t testing.TB, dir string, s Sample, trans
 		msgs = append(msgs, tm)
 	}
 	kw, _ := pe.codec.MergeKwargs(nil)
-	want, err := pe.codec.Render(msgs, nil, false, kw)
+	want, err := pe.codec.Render(msgs, tito.Tools{}, false, kw)
 	if err != nil {
 		t.Fatal(err)
 	}

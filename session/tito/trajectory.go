@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/berth-sh/berth/chattemplate/jinja"
 )
 
 // MaxRollback is how many generated assistant turns a retry may discard.
@@ -42,7 +40,7 @@ type Record struct {
 	// because the engine returned text only.
 	Retokenized bool
 	// Tools and Kwargs are what the turn rendered with.
-	Tools  []jinja.Value
+	Tools  Tools
 	Kwargs Kwargs
 }
 
@@ -112,7 +110,7 @@ func (t *Trajectory) ParseRequest(raws []json.RawMessage, m Matcher) ([]Message,
 // back at most one generated turn on a retry, the stored ids joined with
 // the increment of the appended messages; the full rendering when nothing
 // is stored.
-func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kwargs, m Matcher) ([]int, error) {
+func (t *Trajectory) Prepare(c *Codec, req []Message, tools Tools, kw Kwargs, m Matcher) ([]int, error) {
 	if len(req) == 0 {
 		return nil, invalidf("messages must not be empty")
 	}
