@@ -14,7 +14,7 @@
 //
 // # Which engine, and why (issue 25)
 //
-// The fidelity corpus (internal/reftest) is 42 expression templates over
+// The fidelity corpus (internal/testing/chatref) is 42 expression templates over
 // tool-call-like data, and 600 conversations per chat template with tools
 // and tool calls whose arguments hold floats written 1.0, exponents, an
 // integer past 2^53, booleans, null, nested objects and unicode; the
@@ -23,10 +23,9 @@
 // separate module testdata/ardancmp, never copied here). Two references
 // render it: Python jinja2 3.1.6 (Debian 12's 3.1.2 answers the same) set
 // up as transformers' _compile_jinja_template sets it up
-// (testdata/jinja2ref.py) and @huggingface/jinja 0.5.11 (internal/testing/hfref).
-// A case differs when exactly
-// one side fails or both render different text. Mismatches (cases that
-// differ, of cases):
+// (internal/testing/chatref/jinja2ref.py) and @huggingface/jinja 0.5.11
+// (internal/testing/hfref). A case differs when exactly one side fails or
+// both render different text. Mismatches (cases that differ, of cases):
 //
 //	engine                      corpus       vs Python jinja2   vs @huggingface/jinja
 //	berth before (JS rules)     expressions  27 of 41           1 of 41

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/chattemplate/internal/reftest"
 	"github.com/berth-sh/berth/chattemplate/jinja"
+	"github.com/berth-sh/berth/internal/testing/chatref"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // inputOf decodes a case's conversation the way a caller of this package
 // does; documents is always none, as Render passes it.
-func inputOf(t *testing.T, conv reftest.Conversation) Input {
+func inputOf(t *testing.T, conv chatref.Conversation) Input {
 	t.Helper()
 	in := Input{Kwargs: map[string]jinja.Value{}}
 	for _, f := range conv {
@@ -63,12 +63,12 @@ func TestQwen3MatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, special, err := reftest.HFTemplate(dir)
+	src, special, err := chatref.HFTemplate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	convs := reftest.Conversations(3, 600)
-	cases, err := reftest.ChatCases(src, special, convs)
+	convs := chatref.Conversations(3, 600)
+	cases, err := chatref.ChatCases(src, special, convs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestQwen3MatchesReference(t *testing.T) {
 	if withTools < 100 || len(convs)-withTools < 100 {
 		t.Errorf("corpus too lopsided: %d with tools of %d", withTools, len(convs))
 	}
-	berth := func(i int, _ reftest.Case) (string, error) { return tpl.Render(inputOf(t, convs[i])) }
-	py := reftest.Count(berth, cases, reftest.Python(t, cases))
+	berth := func(i int, _ chatref.Case) (string, error) { return tpl.Render(inputOf(t, convs[i])) }
+	py := chatref.Count(berth, cases, chatref.Python(t, cases))
 	t.Logf("%d conversations (%d with tools): Python jinja2 (transformers): %v", len(convs), withTools, py)
 	if py.Differ > 0 {
 		t.Errorf("Qwen3's template drifted from Python jinja2 on %v:\n%s", py, strings.Join(py.Examples, "\n"))
 	}
 	if hfref.Available() { // informational: where transformers.js would render otherwise
-		t.Logf("@huggingface/jinja: %v", reftest.Count(berth, cases, reftest.JS(t, cases)))
+		t.Logf("@huggingface/jinja: %v", chatref.Count(berth, cases, chatref.JS(t, cases)))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth/envd/envdproto"
+	"github.com/berth-sh/berth/internal/dirfd"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -131,7 +132,7 @@ func (h *host) entryInfo(path string, fi fs.FileInfo) envdproto.EntryInfo {
 		Name:         fi.Name(),
 		Path:         path,
 		Size:         envdproto.Int64(fi.Size()),
-		Mode:         UnixMode(fi.Mode()),
+		Mode:         dirfd.UnixMode(fi.Mode()),
 		Permissions:  fi.Mode().String(),
 		ModifiedTime: fi.ModTime().UTC(),
 	}
@@ -156,23 +157,6 @@ func (h *host) entryInfo(path string, fi fs.FileInfo) envdproto.EntryInfo {
 		e.Group = h.users.groupName(st.Gid)
 	}
 	return e
-}
-
-// UnixMode is m's permission, set-id and sticky bits in the numbering of
-// chmod(2), as EntryInfo.Mode carries them (the local provider's Dockerfile
-// COPY uses it too).
-func UnixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
 }
 
 // unixToFileMode accepts either numbering for setuid/setgid/sticky.

@@ -40,5 +40,5 @@
 // run (a single-user machine). Where the host is shared with users who must
 // not have the key, turn strict mode on. berth serve's own API key file,
 // which berth creates (mode 0600), is always refused when others can read
-// it (package serve/apikeys).
+// it (package internal/apikeys).
 package registry

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -42,12 +43,6 @@ type Detail struct {
 
 	Samples bool // samples.jsonl exists
 }
-
-// Files the trial page shows by name.
-const (
-	TrajectoryFile = "agent/trajectory.json"
-	SamplesFile    = "samples.jsonl"
-)
 
 // MaxTrajectoryBytes bounds the ATIF trajectory parsed for a page.
 const MaxTrajectoryBytes = 16 << 20
@@ -86,13 +81,13 @@ func (l *Library) Detail(j *Job, tr *Trial) *Detail {
 	}
 
 	d.Instruction, d.InstructionErr = instruction(tr)
-	if txt := read(TrajectoryFile, MaxTrajectoryBytes); txt != nil {
+	if txt := read(layout.TrajectoryFile, MaxTrajectoryBytes); txt != nil {
 		d.Trajectory, d.TrajectoryErr = parseTrajectory(txt)
 	}
-	d.AgentFiles, d.AgentMore = r.tree.list(path.Join(dir, "agent"), 3)
+	d.AgentFiles, d.AgentMore = r.tree.list(path.Join(dir, layout.AgentDir), 3)
 	for _, e := range d.AgentFiles {
 		rel := strings.TrimPrefix(e.Name, dir+"/")
-		if rel == TrajectoryFile || !e.File || !looksLikeLog(rel) || len(d.AgentOutput) >= 8 {
+		if rel == layout.TrajectoryFile || !e.File || !looksLikeLog(rel) || len(d.AgentOutput) >= 8 {
 			continue
 		}
 		if txt := read(rel, MaxTextBytes); txt != nil {
@@ -109,10 +104,10 @@ func (l *Library) Detail(j *Job, tr *Trial) *Detail {
 			d.RewardFiles = append(d.RewardFiles, txt)
 		}
 	}
-	d.VerifierFiles, d.VerifierMore = r.tree.list(path.Join(dir, "verifier"), 3)
-	d.Exception = read("exception.txt", MaxTextBytes)
-	d.TrialLog = read("trial.log", MaxTextBytes)
-	if f, _, err := r.tree.open(path.Join(dir, SamplesFile)); err == nil {
+	d.VerifierFiles, d.VerifierMore = r.tree.list(path.Join(dir, layout.VerifierDir), 3)
+	d.Exception = read(layout.ExceptionFile, MaxTextBytes)
+	d.TrialLog = read(layout.TrialLogFile, MaxTextBytes)
+	if f, _, err := r.tree.open(path.Join(dir, layout.SamplesFile)); err == nil {
 		f.Close()
 		d.Samples = true
 	}

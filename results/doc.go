@@ -6,6 +6,9 @@
 // (<trial>/samples.jsonl). It flattens them into what the viewer shows:
 // trial rows with rewards, exit statuses, error types and phase durations;
 // per-task pass@k; phase latency percentiles; job-to-job comparisons.
+// The files' types and names are package results/layout's, the one
+// definition the runner writes: the reader imports neither the runner nor
+// the sandbox API.
 //
 // Everything under a jobs directory may come from a sandbox (agent/ and
 // verifier/ are downloaded from it; names, links, sizes are the task's

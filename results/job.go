@@ -13,8 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/harbor/job"
-	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -35,9 +34,9 @@ const StaleAfter = time.Hour
 type Job struct {
 	Ref       Ref
 	Dir       string // on disk, for display
-	Config    *job.Config
+	Config    *layout.JobConfig
 	ConfigErr string
-	Result    *job.Result
+	Result    *layout.JobResult
 	ResultErr string
 	Status    string
 	Trials    []*Trial // by task, attempt, name
@@ -119,14 +118,14 @@ func (l *Library) Job(ctx context.Context, ref Ref) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{Ref: ref, Dir: filepath.Join(r.tree.dir, ref.Name)}
-	var cfg job.Config
-	if msg := readJSON(r.tree, path.Join(ref.Name, "config.json"), &cfg); msg == "" {
+	var cfg layout.JobConfig
+	if msg := readJSON(r.tree, path.Join(ref.Name, layout.ConfigFile), &cfg); msg == "" {
 		j.Config = &cfg
 	} else {
 		j.ConfigErr = msg
 	}
-	var res job.Result
-	if msg := readJSON(r.tree, path.Join(ref.Name, "result.json"), &res); msg == "" {
+	var res layout.JobResult
+	if msg := readJSON(r.tree, path.Join(ref.Name, layout.ResultFile), &res); msg == "" {
 		j.Result = &res
 	} else {
 		j.ResultErr = msg
@@ -184,7 +183,7 @@ func (l *Library) jobCache(ref Ref) *jobCache {
 // trial returns the trial from the cache when its result.json is
 // unchanged, else reads it: one open and one fstat per unchanged trial.
 func (jc *jobCache) trial(t *tree, jobName, name, jobStatus string) *Trial {
-	rel := path.Join(jobName, name, "result.json")
+	rel := path.Join(jobName, name, layout.ResultFile)
 	f, fi, err := t.open(rel)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return pendingTrial(t, jobName, name, jobStatus)
@@ -245,7 +244,7 @@ func decodeJSON(txt *Text, v any) string {
 	return ""
 }
 
-func status(r *job.Result) string {
+func status(r *layout.JobResult) string {
 	switch {
 	case r == nil:
 		return StatusInterrupted
@@ -258,4 +257,4 @@ func status(r *job.Result) string {
 }
 
 // PhaseNames are the timed phases of a trial, in order.
-var PhaseNames = []string{trial.PhaseEnvironment, trial.PhaseAgentSetup, trial.PhaseAgent, trial.PhaseVerifier, trial.PhaseTeardown}
+var PhaseNames = []string{layout.PhaseEnvironment, layout.PhaseAgentSetup, layout.PhaseAgent, layout.PhaseVerifier, layout.PhaseTeardown}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -89,7 +90,7 @@ func Open(dirs ...string) (*Library, error) {
 }
 
 func isJobDir(dir string) bool {
-	for _, f := range []string{"config.json", "result.json", "job.log"} {
+	for _, f := range []string{layout.ConfigFile, layout.ResultFile, layout.JobLogFile} {
 		if fi, err := os.Lstat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
 			return true
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/results/resultstest"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -72,13 +73,13 @@ func TestJobStats(t *testing.T) {
 	if j.Trials[0].Task != "a" || j.Trials[1].Attempt != 2 || j.Trials[2].ErrorType != "AgentTimeoutError" {
 		t.Errorf("rows out of order: %+v", j.Trials[:3])
 	}
-	if got := j.Trials[2].ExitStatus; got != results.ExitTimeLimitExceeded {
+	if got := j.Trials[2].ExitStatus; got != layout.ExitTimeLimitExceeded {
 		t.Errorf("agent timeout exit status = %s", got)
 	}
-	if got := j.Trials[3].ExitStatus; got != results.ExitAgentError {
+	if got := j.Trials[3].ExitStatus; got != layout.ExitAgentError {
 		t.Errorf("no-reward exit status = %s", got)
 	}
-	if got := j.Trials[0].ExitStatus; got != results.ExitSubmitted {
+	if got := j.Trials[0].ExitStatus; got != layout.ExitSubmitted {
 		t.Errorf("pass exit status = %s", got)
 	}
 	if j.Trials[4].Reward != 0.5 || !j.Trials[4].Rewarded {

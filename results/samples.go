@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
@@ -73,7 +74,7 @@ func (l *Library) Samples(ctx context.Context, ref Ref, trialName string) (*Samp
 		return nil, errdefs.Errorf(errdefs.NotFound, "no trial %q", trialName)
 	}
 	r := l.roots[ref.Root]
-	f, _, err := r.tree.open(path.Join(ref.Name, trialName, SamplesFile))
+	f, _, err := r.tree.open(path.Join(ref.Name, trialName, layout.SamplesFile))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // Trajectory is an agent's run in Harbor's Agent Trajectory Interchange
@@ -114,11 +116,11 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func parseTrajectory(txt *Text) (*Trajectory, string) {
 	if txt.Truncated {
-		return nil, TrajectoryFile + " is " + sizeString(txt.Size) + ", larger than " + sizeString(MaxTrajectoryBytes) + "; not parsed"
+		return nil, layout.TrajectoryFile + " is " + sizeString(txt.Size) + ", larger than " + sizeString(MaxTrajectoryBytes) + "; not parsed"
 	}
 	var t Trajectory
 	if err := json.Unmarshal(bytes.TrimSpace(txt.Data), &t); err != nil {
-		return nil, TrajectoryFile + ": not ATIF JSON: " + err.Error()
+		return nil, layout.TrajectoryFile + ": not ATIF JSON: " + err.Error()
 	}
 	if len(t.Steps) > MaxSteps {
 		t.Truncated = len(t.Steps) - MaxSteps

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // Trial states.
@@ -21,15 +21,6 @@ const (
 	StateUnreadable = "unreadable" // result.json there but not readable
 )
 
-// Episode exit statuses, as the smoke episode and rollouts name them.
-const (
-	ExitSubmitted                   = trial.ExitSubmitted
-	ExitTimeLimitExceeded           = trial.ExitTimeLimitExceeded
-	ExitSequenceLengthLimitExceeded = trial.ExitSequenceLengthLimitExceeded
-	ExitAgentError                  = trial.ExitAgentError
-	ExitCancelled                   = trial.ExitCancelled
-)
-
 // Trial is one row of a job: what result.json says, flattened for tables.
 type Trial struct {
 	Name    string // directory name
@@ -37,7 +28,7 @@ type Trial struct {
 	Attempt int
 	State   string
 	Problem string // why State is StateUnreadable
-	Result  *trial.Result
+	Result  *layout.TrialResult
 
 	Reward     float64 // the main reward; 0 when none (as Harbor counts it)
 	Rewarded   bool    // the verifier produced rewards
@@ -68,7 +59,7 @@ func (t *Trial) Outcome() string {
 // parseTrial fills tr from the text of its result.json.
 func parseTrial(tr *Trial, txt *Text) {
 	tr.State = StateDone
-	var r trial.Result
+	var r layout.TrialResult
 	if msg := decodeJSON(txt, &r); msg != "" {
 		tr.State, tr.Problem = StateUnreadable, "result.json: "+msg
 		return
@@ -94,8 +85,8 @@ func parseTrial(tr *Trial, txt *Text) {
 	}
 }
 
-func phaseTimings(r *trial.Result) []*trial.Timing {
-	return []*trial.Timing{r.EnvironmentSetup, r.AgentSetup, r.AgentExecution, r.Verifier, r.Teardown}
+func phaseTimings(r *layout.TrialResult) []*layout.Timing {
+	return []*layout.Timing{r.EnvironmentSetup, r.AgentSetup, r.AgentExecution, r.Verifier, r.Teardown}
 }
 
 // pendingTrial is a trial directory without result.json: running, or
@@ -105,15 +96,15 @@ func pendingTrial(t *tree, jobName, name, jobStatus string) *Trial {
 	if jobStatus == StatusRunning {
 		tr.State = StateRunning
 	}
-	var c trial.ConfigEcho
-	if readJSON(t, path.Join(jobName, name, "config.json"), &c) == "" {
+	var c layout.TrialConfig
+	if readJSON(t, path.Join(jobName, name, layout.ConfigFile), &c) == "" {
 		tr.Task = filepath.Base(c.TaskPath)
 		tr.Attempt = c.Attempt
 	}
 	if tr.Task == "" {
 		tr.Task, _, _ = strings.Cut(name, "__")
 	}
-	tr.Phase = currentPhase(t, path.Join(jobName, name, "trial.log"))
+	tr.Phase = currentPhase(t, path.Join(jobName, name, layout.TrialLogFile))
 	return tr
 }
 
@@ -152,11 +143,11 @@ func (t *Trial) Timeline() []Span {
 	}
 	named := []struct {
 		name string
-		t    *trial.Timing
+		t    *layout.Timing
 	}{
-		{trial.PhaseEnvironment, r.EnvironmentSetup}, {"image_resolution", r.ImageResolution},
-		{trial.PhaseAgentSetup, r.AgentSetup}, {trial.PhaseAgent, r.AgentExecution},
-		{trial.PhaseVerifier, r.Verifier}, {trial.PhaseTeardown, r.Teardown},
+		{layout.PhaseEnvironment, r.EnvironmentSetup}, {"image_resolution", r.ImageResolution},
+		{layout.PhaseAgentSetup, r.AgentSetup}, {layout.PhaseAgent, r.AgentExecution},
+		{layout.PhaseVerifier, r.Verifier}, {layout.PhaseTeardown, r.Teardown},
 	}
 	var out []Span
 	for _, n := range named {

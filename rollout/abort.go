@@ -78,7 +78,7 @@ func (h *hooks) TrialContext(ctx context.Context, _ job.TrialInfo, ag agent.Agen
 // Run runs the trial's agent, then sees whether its session was aborted
 // meanwhile.
 func (a *sessionAgent) Run(ctx context.Context, env agent.Env) error {
-	err := a.reportingAgent.Run(ctx, env)
+	err := a.TrialAgent.Run(ctx, env)
 	if a.ended != nil {
 		a.ended(ctx)
 	}

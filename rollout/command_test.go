@@ -19,7 +19,9 @@ import (
 	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/agents"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/session/testengine"
@@ -61,6 +63,16 @@ func commandPolicy(c testengine.Call) testengine.Reply {
 		}
 	}
 	return testengine.Reply{Text: "true"}
+}
+
+// commandAgent is the command agent with o, through externalURL when set.
+func commandAgent(t testing.TB, o command.Options, externalURL string) rollout.Agent {
+	t.Helper()
+	a, err := agents.Command(o, externalURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // writeCommandTask writes a network-none task whose verifier wants 42 in
@@ -114,9 +126,9 @@ func TestCommandAgentReversePort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	_, err := rollout.Run(ctx, rollout.Config{
-		Job:     job.Config{JobName: "cmd", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 3, NAttempts: 1, Agent: command.Name},
-		Command: command.Options{Command: "PROBES='" + strings.Join(probes, " ") + "'\n" + shellAgent, Model: "policy"},
-		Strict:  true,
+		Job:    job.Config{JobConfig: layout.JobConfig{JobName: "cmd", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 3, NAttempts: 1}},
+		Agent:  commandAgent(t, command.Options{Command: "PROBES='" + strings.Join(probes, " ") + "'\n" + shellAgent, Model: "policy"}, ""),
+		Strict: true,
 	}, rollout.Options{Registry: reg, Env: env, Sessions: pe.Client, TokenText: pe.TokenText})
 	if err != nil {
 		t.Fatalf("rollout: %v", err)
@@ -228,7 +240,7 @@ func TestCommandAgentNoRoute(t *testing.T) {
 	f.tasks = t.TempDir()
 	writeCommandTask(t, f.tasks, "answer", 60)
 	cmdAgent := func(c *rollout.Config) {
-		c.Job.Agent, c.Job.NAttempts, c.Command = command.Name, 1, command.Options{Command: callModel, Model: "policy"}
+		c.Job.NAttempts, c.Agent = 1, commandAgent(t, command.Options{Command: callModel, Model: "policy"}, "")
 	}
 	_, err := f.run(t.Context(), t, cmdAgent)
 	if !errors.Is(err, sandbox.ErrNotSupported) || !strings.Contains(err.Error(), "the fake provider has no reverse port") || !strings.Contains(err.Error(), "--external-url") {
@@ -243,11 +255,10 @@ func TestCommandAgentNoRoute(t *testing.T) {
 	// it scrubbed.
 	const key = "sk-SECRET-session-9d2c"
 	f.pe.Client.APIKey = key
-	cmdAgent = func(c *rollout.Config) {
-		c.Job.Agent, c.Job.NAttempts = command.Name, 1
-		c.Command = command.Options{Command: "echo \"key: $OPENAI_API_KEY\"\n" + callModel, Model: "policy"}
-	}
-	res, err := f.run(t.Context(), t, func(c *rollout.Config) { cmdAgent(c); c.ExternalURL = f.pe.Client.BaseURL + "/" })
+	res, err := f.run(t.Context(), t, func(c *rollout.Config) {
+		c.Job.NAttempts = 1
+		c.Agent = commandAgent(t, command.Options{Command: "echo \"key: $OPENAI_API_KEY\"\n" + callModel, Model: "policy"}, f.pe.Client.BaseURL+"/")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,5 +280,19 @@ func TestCommandAgentNoRoute(t *testing.T) {
 		}
 		return nil
 	})
+	f.leftovers(t)
+}
+
+// The rollout picks no agent of its own: without one it refuses before
+// any sandbox, session or job directory.
+func TestRolloutNeedsAgent(t *testing.T) {
+	f := newFakeRun(t, func(string) testengine.Script { return commandPolicy })
+	_, err := f.run(t.Context(), t, func(c *rollout.Config) { c.Agent = nil })
+	if !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "needs an agent") {
+		t.Fatalf("rollout without an agent: %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(f.jobs, "r")); serr == nil {
+		t.Fatal("the refused rollout wrote a job")
+	}
 	f.leftovers(t)
 }

@@ -5,16 +5,18 @@
 // policy saw and produced. Per trial attempt it opens a session, runs the
 // agent with the session's URL as its model endpoint, lets the verifier
 // grade the sandbox, then collects the session's samples and deletes the
-// session, whatever happened in between. The agent is terminus (on this
-// host, driving the sandbox's shell) or command (a harness inside the
-// sandbox, reaching its session through the reverse port, or through
-// Config.ExternalURL on providers without one; a backend with neither is
+// session, whatever happened in between. The caller gives the agent
+// (Config.Agent, a rollout.Agent that makes each trial's agent for its
+// session); package rollout/agents has berth's two: terminus (on this
+// host, driving the sandbox's shell) and command (a harness inside the
+// sandbox, reaching its session through the reverse port, or through an
+// external URL on providers without one; a backend with neither is
 // refused before any sandbox is made).
 //
 // Each trial directory gets, next to Harbor's files:
 //
 //	samples.safetensors  the session's samples in Miles's wire format
-//	samples.jsonl        the same as JSON lines (results.SamplesFile), what
+//	samples.jsonl        the same as JSON lines (layout.SamplesFile), what
 //	                     berth view shows: token texts, loss masks, turns,
 //	                     the reward at the top level of each line
 //

@@ -16,7 +16,9 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/agents"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session/testengine"
@@ -44,9 +46,9 @@ func newFakeRun(t *testing.T, script func(tasks string) testengine.Script) *fake
 func (f *fakeRun) run(ctx context.Context, t *testing.T, mod func(*rollout.Config)) (*rollout.Result, error) {
 	t.Helper()
 	cfg := rollout.Config{
-		Job:      job.Config{JobName: "r", JobsDir: f.jobs, TasksPath: f.tasks, Backend: "fake", NConcurrent: 3, NAttempts: rollouttest.SamplesPerTask},
-		Terminus: terminus.Options{Model: "policy", Shell: "pipe", RetryDelay: 20 * time.Millisecond},
-		Strict:   true,
+		Job:    job.Config{JobConfig: layout.JobConfig{JobName: "r", JobsDir: f.jobs, TasksPath: f.tasks, Backend: "fake", NConcurrent: 3, NAttempts: rollouttest.SamplesPerTask}},
+		Agent:  agents.Terminus(terminus.Options{Model: "policy", Shell: "pipe", RetryDelay: 20 * time.Millisecond}),
+		Strict: true,
 	}
 	if mod != nil {
 		mod(&cfg)

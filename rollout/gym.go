@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/httpserve"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/session"
 )
@@ -139,7 +140,7 @@ type gymJob struct {
 	log    *slog.Logger
 
 	mu     sync.Mutex
-	res    job.Result
+	res    layout.JobResult
 	done   []*trial.Result
 	nRun   int
 	nPend  int
@@ -216,7 +217,7 @@ func checkName(n string) error {
 
 // create makes the job directory, its config.json and job.log.
 func (g *gymJob) create() (*os.File, error) {
-	if _, err := os.Stat(filepath.Join(g.dir, "config.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(g.dir, layout.ConfigFile)); err == nil {
 		return nil, sandbox.Errorf(sandbox.AlreadyExists, "job %s already exists in %s", g.cfg.JobName, g.cfg.JobsDir)
 	}
 	if err := os.MkdirAll(g.dir, 0o755); err != nil {
@@ -226,12 +227,12 @@ func (g *gymJob) create() (*os.File, error) {
 	if abs, err := filepath.Abs(tasksPath); err == nil {
 		tasksPath = abs
 	}
-	jc := job.Config{JobName: g.cfg.JobName, JobsDir: g.cfg.JobsDir, TasksPath: tasksPath, Agent: GymAgent, Backend: GymAgent,
+	jc := layout.JobConfig{JobName: g.cfg.JobName, JobsDir: g.cfg.JobsDir, TasksPath: tasksPath, Agent: GymAgent, Backend: GymAgent,
 		NConcurrent: g.cfg.NConcurrent, NAttempts: g.cfg.SamplesPerTask, NTasks: g.cfg.NTasks}
-	if err := atomicfile.WriteJSON(filepath.Join(g.dir, "config.json"), jc); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(g.dir, layout.ConfigFile), jc); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(filepath.Join(g.dir, "job.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	return os.OpenFile(filepath.Join(g.dir, layout.JobLogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 }
 
 // gymSample is one planned sample.
@@ -247,7 +248,7 @@ func (g *gymJob) run(ctx context.Context, tasks []GymTask) *job.Summary {
 			queue = append(queue, gymSample{task: &tasks[i], attempt: a})
 		}
 	}
-	g.res = job.Result{ID: newID(), StartedAt: time.Now().UTC(), NTotalTrials: len(queue)}
+	g.res = layout.JobResult{ID: newID(), StartedAt: time.Now().UTC(), NTotalTrials: len(queue)}
 	g.nPend = len(queue)
 	g.log.Info("gym rollout starting", "job", g.cfg.JobName, "gym", g.runURL, "samples", len(queue), "concurrency", g.cfg.NConcurrent,
 		"sample_timeout", g.cfg.SampleTimeout, "sampling", fmt.Sprintf("%+v", g.cfg.Sampling))
@@ -316,8 +317,8 @@ func (g *gymJob) update(final bool) {
 	if final {
 		g.res.FinishedAt = g.res.UpdatedAt
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(g.dir, "result.json"), &g.res); err != nil {
-		g.log.Error("writing result.json", "error", err)
+	if err := atomicfile.WriteJSON(filepath.Join(g.dir, layout.ResultFile), &g.res); err != nil {
+		g.log.Error("writing "+layout.ResultFile, "error", err)
 	}
 }
 
@@ -348,7 +349,7 @@ func (g *gymJob) summary() *job.Summary {
 	if len(runs) > 0 {
 		slices.Sort(runs)
 		at := func(q float64) float64 { return runs[int(float64(len(runs)-1)*q+0.5)].Seconds() }
-		s.Phases[trial.PhaseAgent] = job.PhaseStats{P50: at(0.5), P95: at(0.95)}
+		s.Phases[layout.PhaseAgent] = job.PhaseStats{P50: at(0.5), P95: at(0.95)}
 	}
 	return s
 }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/rollout/rollouttest"
@@ -277,7 +277,7 @@ func TestGymRetries(t *testing.T) {
 	if n := pe.LiveSessions(); n != 0 {
 		t.Fatalf("%d sessions left open", n)
 	}
-	var jr job.Result
+	var jr layout.JobResult
 	rollouttest.ReadJSON(t, filepath.Join(dir, "result.json"), &jr)
 	if jr.NTotalTrials != 6 || jr.FinishedAt.IsZero() || jr.Stats.NCompleted != 3 || jr.Stats.NErrored != 3 || jr.Stats.NRetries != 4 {
 		t.Fatalf("job result.json %+v", jr)
@@ -308,7 +308,7 @@ func TestGymSampleTimeout(t *testing.T) {
 	hung := got["inst-1"][0]
 	s := hung.s[0]
 	if s.Status != "ABORTED" || !strings.Contains(s.Metadata.AbortReason, "AgentTimeoutError: NeMo Gym /run gave no answer within 2s") ||
-		s.Metadata.ExitStatus != rollout.TimeLimitExceeded || hung.r.ExitStatus() != trial.ExitTimeLimitExceeded {
+		s.Metadata.ExitStatus != rollout.TimeLimitExceeded || hung.r.ExitStatus() != layout.ExitTimeLimitExceeded {
 		t.Fatalf("the hung sample: %s %q %s", s.Status, s.Metadata.AbortReason, s.Metadata.ExitStatus)
 	}
 	// The turn before the hang is in the sample.

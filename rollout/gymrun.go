@@ -17,6 +17,7 @@ import (
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -54,16 +55,16 @@ type gymEpisode struct {
 func (g *gymJob) sample(ctx context.Context, s gymSample) *trial.Result {
 	name := gymTrialName(s.task, strings.ToLower(newID()[:7]))
 	dir := filepath.Join(g.dir, name)
-	r := &trial.Result{ID: newID(), TaskName: gymTaskName(s.task), TrialName: name, TrialURI: "file://" + absPath(dir),
-		Config: trial.ConfigEcho{TaskPath: fmt.Sprintf("%s:%d", absPath(g.cfg.TasksPath), s.task.Line), TrialName: name,
+	r := &trial.Result{TrialResult: layout.TrialResult{ID: newID(), TaskName: gymTaskName(s.task), TrialName: name, TrialURI: "file://" + absPath(dir),
+		Config: layout.TrialConfig{TaskPath: fmt.Sprintf("%s:%d", absPath(g.cfg.TasksPath), s.task.Line), TrialName: name,
 			JobID: g.cfg.JobName, Agent: GymAgent, Environment: GymAgent, TimeoutMultiplier: 1, Attempt: s.attempt},
-		AgentInfo: trial.AgentInfo{Name: GymAgent}, StartedAt: time.Now().UTC()}
+		AgentInfo: layout.AgentInfo{Name: GymAgent}, StartedAt: time.Now().UTC()}}
 	tlog := io.Discard
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		g.log.Error("making a sample directory", "trial", name, "error", err)
 	} else {
-		_ = atomicfile.WriteJSON(filepath.Join(dir, "config.json"), r.Config)
-		if f, err := os.Create(filepath.Join(dir, "trial.log")); err == nil {
+		_ = atomicfile.WriteJSON(filepath.Join(dir, layout.ConfigFile), r.Config)
+		if f, err := os.Create(filepath.Join(dir, layout.TrialLogFile)); err == nil {
 			defer f.Close()
 			tlog = f
 		}
@@ -73,9 +74,9 @@ func (g *gymJob) sample(ctx context.Context, s gymSample) *trial.Result {
 	}
 	g.emit(job.Event{Type: job.EventTrialStarted, Trial: name, Task: r.TaskName})
 
-	run := &trial.Timing{StartedAt: time.Now().UTC()}
+	run := &layout.Timing{StartedAt: time.Now().UTC()}
 	r.AgentExecution = run
-	logf("%s: start", trial.PhaseAgent)
+	logf("%s: start", layout.PhaseAgent)
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.SampleTimeout)
 	ep := g.episode(sctx, s, logf)
 	timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -90,9 +91,9 @@ func (g *gymJob) sample(ctx context.Context, s gymSample) *trial.Result {
 	}
 	info := g.outcome(r, ep)
 	if ep.err != nil {
-		logf("%s: %v", trial.PhaseAgent, ep.err)
+		logf("%s: %v", layout.PhaseAgent, ep.err)
 	} else {
-		logf("%s: done in %v", trial.PhaseAgent, run.Duration())
+		logf("%s: done in %v", layout.PhaseAgent, run.Duration())
 	}
 
 	var sp *samplesPayload
@@ -114,8 +115,8 @@ func (g *gymJob) sample(ctx context.Context, s gymSample) *trial.Result {
 			g.log.Error("writing the Gym reply", "trial", name, "error", err)
 		}
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "result.json"), r); err != nil {
-		g.log.Error("writing result.json", "trial", name, "error", err)
+	if err := atomicfile.WriteJSON(filepath.Join(dir, layout.ResultFile), r); err != nil {
+		g.log.Error("writing "+layout.ResultFile, "trial", name, "error", err)
 	}
 	if err := writeSamples(dir, sp, info, g.opts.TokenText); err != nil {
 		g.log.Error("writing samples", "trial", name, "error", err)
@@ -139,10 +140,10 @@ func (g *gymJob) outcome(r *trial.Result, ep gymEpisode) sampleInfo {
 	in := sampleInfo{evalReport: map[string]any{}, agentMetrics: metrics, trialName: r.TrialName, taskName: r.TaskName,
 		attempt: r.Config.Attempt}
 	if ep.err != nil {
-		r.ExceptionInfo = &trial.ExceptionInfo{ExceptionType: string(ep.kind), ExceptionMessage: ep.err.Error(), OccurredAt: time.Now().UTC()}
+		r.ExceptionInfo = &layout.ExceptionInfo{ExceptionType: string(ep.kind), ExceptionMessage: ep.err.Error(), OccurredAt: time.Now().UTC()}
 		in.evalReport = map[string]any{"exception_type": string(ep.kind), "exception_message": ep.err.Error()}
 		in.outcome = outcome{exitStatus: r.ExitStatus(), abortReason: string(ep.kind) + ": " + ep.err.Error()}
-		if in.outcome.exitStatus == trial.ExitCancelled {
+		if in.outcome.exitStatus == layout.ExitCancelled {
 			in.outcome.exitStatus = AgentError
 		}
 		return in
@@ -151,14 +152,14 @@ func (g *gymJob) outcome(r *trial.Result, ep gymEpisode) sampleInfo {
 		in.evalReport = ep.reply.Metadata
 	}
 	if msg := gymErrorOf(ep.reply.Metadata); msg != "" {
-		r.ExceptionInfo = &trial.ExceptionInfo{ExceptionType: string(trial.AgentError), ExceptionMessage: "NeMo Gym: " + msg, OccurredAt: time.Now().UTC()}
+		r.ExceptionInfo = &layout.ExceptionInfo{ExceptionType: string(trial.AgentError), ExceptionMessage: "NeMo Gym: " + msg, OccurredAt: time.Now().UTC()}
 		in.outcome = outcome{exitStatus: AgentError}
 		return in
 	}
 	if ep.reply.Reward != nil {
 		in.reward = *ep.reply.Reward
 	}
-	r.VerifierResult = &trial.VerifierResult{Rewards: map[string]float64{"reward": in.reward}}
+	r.VerifierResult = &layout.VerifierResult{Rewards: map[string]float64{"reward": in.reward}}
 	in.outcome = outcome{exitStatus: Submitted}
 	return in
 }

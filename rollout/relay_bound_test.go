@@ -11,6 +11,7 @@ import (
 	"github.com/berth-sh/berth/builtin"
 	"github.com/berth-sh/berth/harbor/agent/command"
 	"github.com/berth-sh/berth/harbor/job"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session/heaptest"
@@ -52,9 +53,9 @@ func TestHostileHarnessThroughRelayBounded(t *testing.T) {
 	var err error
 	grew := heaptest.Growth(func() {
 		_, err = rollout.Run(ctx, rollout.Config{
-			Job:     job.Config{JobName: "hostile", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 1, NAttempts: 1, Agent: command.Name},
-			Command: command.Options{Command: hugeBodies, Model: "policy"},
-			Strict:  true,
+			Job:    job.Config{JobConfig: layout.JobConfig{JobName: "hostile", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: 1, NAttempts: 1}},
+			Agent:  commandAgent(t, command.Options{Command: hugeBodies, Model: "policy"}, ""),
+			Strict: true,
 		}, rollout.Options{Registry: builtin.Registry(), Env: env, Sessions: pe.Client, TokenText: pe.TokenText})
 	})
 	if err != nil {

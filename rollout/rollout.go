@@ -8,12 +8,11 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth/harbor/agent"
-	"github.com/berth-sh/berth/harbor/agent/command"
-	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/session"
 )
@@ -21,24 +20,15 @@ import (
 // Config is one rollout.
 type Config struct {
 	// Job is the Harbor job the rollout runs: tasks, backend, concurrency,
-	// NAttempts (samples per task), retries, timeouts. Its Agent names the
-	// agent: "terminus" (the default) or "command".
+	// NAttempts (samples per task), retries, timeouts. Its Agent is
+	// Agent's name, its Model Agent's model unless set.
 	Job job.Config
-	// Terminus configures the terminus agent; its endpoint and key are the
-	// trial's session's, set per trial.
-	Terminus terminus.Options
-	// Command configures the command agent (an in-sandbox harness): its
-	// Command and Model. Its endpoint is the trial's session, through the
-	// reverse port, or through ExternalURL.
-	Command command.Options
-	// ExternalURL, when set, is the session server's base URL as sandboxes
-	// reach it (as the session server's --external-url): the command
-	// agent is given ExternalURL/sessions/<id>/v1 instead of the reverse
-	// port, on providers that have none.
-	ExternalURL string
+	// Agent makes each trial's agent, pointed at the trial's session
+	// (package rollout/agents: terminus or command).
+	Agent Agent
 	// MaxSeqLen, when set, is the samples' max_seq_len (turns past it are
 	// cut, the sample TRUNCATED) and the agent's context budget unless
-	// Terminus.ContextTokens sets one.
+	// its own options set one (Session.MaxSeqLen).
 	MaxSeqLen int
 	// Strict fails the run when a gated TITO mismatch rate is not 0.
 	Strict bool
@@ -63,7 +53,7 @@ type Options struct {
 
 // Result is a finished rollout.
 type Result struct {
-	Job     *job.Result
+	Job     *layout.JobResult
 	Summary *job.Summary
 	Rollout *Summary
 }
@@ -80,10 +70,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	if opts.Sessions == nil || opts.Sessions.BaseURL == "" {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "a rollout needs a session server")
 	}
-	if cfg.Job.Agent == "" {
-		cfg.Job.Agent = terminus.Name
-	}
-	if err := check(ctx, &cfg, opts); err != nil {
+	if err := checkAgent(ctx, &cfg, opts); err != nil {
 		return nil, err
 	}
 	rctx, stop := context.WithCancelCause(ctx)
@@ -123,15 +110,9 @@ type hooks struct {
 
 // sessionAgent is the trial's agent with the session it talks to.
 type sessionAgent struct {
-	reportingAgent
+	TrialAgent
 	session string
 	ended   func(context.Context) // after Run (TrialContext sets it)
-}
-
-// reportingAgent is what both agents of a rollout are.
-type reportingAgent interface {
-	agent.Agent
-	agent.Reporter
 }
 
 // Agent implements job.Hooks: a new session and an agent pointed at it.
@@ -140,12 +121,12 @@ func (h *hooks) Agent(ctx context.Context, t job.TrialInfo) (agent.Agent, error)
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAgent(h.cfg, h.opts.Sessions, id)
+	a, err := h.cfg.Agent.New(Session{Client: h.opts.Sessions, ID: id, MaxSeqLen: h.cfg.MaxSeqLen})
 	if err != nil {
 		h.deleteSession(ctx, id)
 		return nil, err
 	}
-	return &sessionAgent{reportingAgent: a, session: id}, nil
+	return &sessionAgent{TrialAgent: a, session: id}, nil
 }
 
 // Finished implements job.Hooks: collect the samples, delete the session,

@@ -8,16 +8,16 @@ import (
 
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
-	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/session/samples"
 )
 
 // Exit statuses of an episode, as Miles names them.
 const (
-	Submitted                   = trial.ExitSubmitted
-	TimeLimitExceeded           = trial.ExitTimeLimitExceeded
-	SequenceLengthLimitExceeded = trial.ExitSequenceLengthLimitExceeded
-	AgentError                  = trial.ExitAgentError
+	Submitted                   = layout.ExitSubmitted
+	TimeLimitExceeded           = layout.ExitTimeLimitExceeded
+	SequenceLengthLimitExceeded = layout.ExitSequenceLengthLimitExceeded
+	AgentError                  = layout.ExitAgentError
 )
 
 // SafetensorsFile holds a trial's samples in Miles's wire format.
@@ -34,7 +34,7 @@ type outcome struct {
 
 func outcomeOf(r *trial.Result) outcome {
 	o := outcome{exitStatus: r.ExitStatus()}
-	if o.exitStatus == trial.ExitCancelled {
+	if o.exitStatus == layout.ExitCancelled {
 		o.exitStatus = AgentError // not one of Miles' statuses; the samples say ABORTED
 	}
 	if e := r.ExceptionInfo; e != nil && (trial.Kind(e.ExceptionType).Infrastructure() || r.Retryable()) {
@@ -154,7 +154,7 @@ func writeSamples(dir string, sp *samplesPayload, in sampleInfo, tokenText func(
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, results.SamplesFile), out, 0o644)
+	return atomicfile.Write(filepath.Join(dir, layout.SamplesFile), out, 0o644)
 }
 
 // withReward puts the reward at the top level of each line, where berth

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/session/tito"
 )
 
@@ -67,7 +68,7 @@ type line struct {
 // summarize reads the samples of every trial directory of the job.
 func summarize(jobDir string, strict bool) (*Summary, error) {
 	s := &Summary{Statuses: map[string]int{}, ExitStatuses: map[string]int{}, MismatchRates: map[string]float64{}, Dir: jobDir}
-	dirs, err := filepath.Glob(filepath.Join(jobDir, "*", results.SamplesFile))
+	dirs, err := filepath.Glob(filepath.Join(jobDir, "*", layout.SamplesFile))
 	if err != nil {
 		return nil, err
 	}

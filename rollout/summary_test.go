@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // The strict gate reads the samples as written: a gated mismatch in one
 // session fails it, assistant_text drift and truncated samples do not.
 func TestStrictGate(t *testing.T) {
 	write := func(dir, trial, line string) {
-		p := filepath.Join(dir, trial, results.SamplesFile)
+		p := filepath.Join(dir, trial, layout.SamplesFile)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(line+"\n"), 0o644); err != nil {
 			t.Fatal(err)

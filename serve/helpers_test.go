@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/internal/testing/localtest"
@@ -23,7 +24,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 const (

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // specRecorder is a backend that keeps the Spec of every create.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/internal/apikeys"
 )
 
 func TestListenAndServe(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // EnvdVersion is the envd version the server reports. It must be semver

@@ -8,9 +8,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/testimage"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/serve/opensandbox"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // sharedProvider says the fake's sandboxes are shared, which they are: the

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/tartest"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // TestAttackTemplateUploads: a client that controls the archive, the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/tartest"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // slowPut PUTs to u a chunked body fed chunk bytes every tick until stop;

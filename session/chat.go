@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berth-sh/berth/chattemplate/jinja"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/tito"
 )
@@ -20,7 +19,7 @@ type turnRequest struct {
 	stream    bool
 	raw       []json.RawMessage
 	messages  []tito.Message
-	tools     []jinja.Value
+	tools     tito.Tools
 	kwargs    tito.Kwargs
 	anthropic bool
 }

@@ -3,10 +3,12 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/testing/chatref"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 	"github.com/berth-sh/berth/session/samples"
 	"github.com/berth-sh/berth/session/testengine"
@@ -109,8 +111,9 @@ func (e *testEnv) runT(t testing.TB, id, tag string, turns int, streamOn, retryO
 	return c
 }
 
-// transcriptIDs is the tokenizer's rendering of a final transcript.
-func transcriptIDs(t testing.TB, c *tito.Codec, msgs []any) []int {
+// transcript parses a final transcript and the agent's tools as a
+// request carries them.
+func transcript(t testing.TB, c *tito.Codec, msgs []any) ([]tito.Message, tito.Tools, tito.Kwargs) {
 	t.Helper()
 	var parsed []tito.Message
 	for _, m := range msgs {
@@ -126,7 +129,17 @@ func transcriptIDs(t testing.TB, c *tito.Codec, msgs []any) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kw, _ := c.MergeKwargs(nil)
+	kw, err := c.MergeKwargs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parsed, tools, kw
+}
+
+// transcriptIDs is the tokenizer's rendering of a final transcript.
+func transcriptIDs(t testing.TB, c *tito.Codec, msgs []any) []int {
+	t.Helper()
+	parsed, tools, kw := transcript(t, c, msgs)
 	ids, err := c.RenderIDs(parsed, tools, false, kw)
 	if err != nil {
 		t.Fatal(err)
@@ -166,10 +179,8 @@ func TestThirtyTurnConversation(t *testing.T) {
 		}
 	}
 
-	// The rendering and tokenization agree with the references too.
-	if hfref.Available() {
-		checkAgainstReference(t, conv.msgs, want)
-	}
+	// The rendering and tokenization agree with the trainer's renderer.
+	t.Run("python reference", func(t *testing.T) { checkAgainstReference(t, e.codec, conv.msgs, want) })
 
 	p, err := e.client.Samples(t.Context(), id, 0)
 	if err != nil {
@@ -251,20 +262,47 @@ func (s *Server) recordsOf(t testing.TB, id string) []tito.Record {
 	return snap.traj.Records()
 }
 
-// checkAgainstReference renders the final transcript with @huggingface/jinja
-// and tokenizes it with transformers.js: the ids must be want.
-func checkAgainstReference(t *testing.T, msgs []any, want []int) {
-	var rendered []struct {
-		OK  *string `json:"ok"`
-		Err *string `json:"err"`
+// checkAgainstReference renders the final transcript with the trainer's
+// renderer, Python jinja2 configured as transformers' apply_chat_template
+// configures it (skipped without python3-jinja2): its text must be ours,
+// and transformers.js (internal/testing/hfref, when installed) must
+// tokenize it to our ids.
+func checkAgainstReference(t *testing.T, c *tito.Codec, msgs []any, want []int) {
+	src, special, err := chatref.HFTemplate(hfref.RequireQwen3(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	hfref.Run(t, "chat", []any{map[string]any{"messages": msgs, "tools": agentTools, "add_generation_prompt": false, "clear_thinking": false}}, &rendered)
-	if rendered[0].OK == nil {
-		t.Fatalf("reference render failed: %v", *rendered[0].Err)
+	parsed, tools, kw := transcript(t, c, msgs)
+	conv := chatref.Conversation{{K: "messages", V: msgs}, {K: "tools", V: agentTools}, {K: "add_generation_prompt", V: false}}
+	for _, k := range slices.Sorted(maps.Keys(kw.JSON)) {
+		conv = append(conv, chatref.Field{K: k, V: kw.JSON[k]})
 	}
-	var ids [][]int
-	hfref.Run(t, "encode", []string{*rendered[0].OK}, &ids)
-	if !slices.Equal(ids[0], want) {
-		t.Errorf("the reference renders and tokenizes the transcript to %d ids, we to %d; first difference at %d", len(ids[0]), len(want), firstDiff(ids[0], want))
+	cases, err := chatref.ChatCases(src, special, []chatref.Conversation{conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := chatref.Python(t, cases)[0]
+	if answer.OK == nil {
+		t.Fatalf("the Python reference fails to render the transcript: %s", *answer.Err)
+	}
+	ours, err := c.Render(parsed, tools, false, kw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := *answer.OK; ref != ours {
+		i := 0
+		for i < min(len(ref), len(ours)) && ref[i] == ours[i] {
+			i++
+		}
+		from := max(i-40, 0)
+		t.Fatalf("the Python reference renders the transcript differently from byte %d:\n ours %q\n ref  %q", i, ours[from:min(i+80, len(ours))], ref[from:min(i+80, len(ref))])
+	}
+	if !hfref.Available() {
+		return
+	}
+	var js [][]int
+	hfref.Run(t, "encode", []string{*answer.OK}, &js)
+	if !slices.Equal(js[0], want) {
+		t.Errorf("transformers.js tokenizes the reference's text to %d ids, we to %d; first difference at %d", len(js[0]), len(want), firstDiff(js[0], want))
 	}
 }

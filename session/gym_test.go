@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/session/testengine"
 )
 

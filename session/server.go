@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/tito"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 )

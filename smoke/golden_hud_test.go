@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/builtin"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/localtest"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/local"
@@ -13,7 +14,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/serve"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // TestGoldenHUD is the golden test's hud case on every registry entry:

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -65,9 +66,9 @@ const (
 
 // Exit statuses of an episode.
 const (
-	Submitted         = trial.ExitSubmitted
-	TimeLimitExceeded = trial.ExitTimeLimitExceeded
-	AgentError        = trial.ExitAgentError
+	Submitted         = layout.ExitSubmitted
+	TimeLimitExceeded = layout.ExitTimeLimitExceeded
+	AgentError        = layout.ExitAgentError
 )
 
 // Report is the outcome of a smoke run.

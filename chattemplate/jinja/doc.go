@@ -14,7 +14,7 @@
 // Python's string methods (strip with characters, title, capitalize,
 // split). The syntax accepted is the subset that @huggingface/jinja
 // parses, plus exponent float literals; the fidelity corpus in
-// chattemplate/internal/reftest measures both (chattemplate's doc has the
+// internal/testing/chatref measures both (chattemplate's doc has the
 // counts).
 //
 // Known differences from Python jinja2, none of them reached by the

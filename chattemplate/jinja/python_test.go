@@ -4,7 +4,7 @@ import "testing"
 
 // TestToolCallPrintsAsPython pins, without needing python3, what the
 // trainer's renderer (Python jinja2 under transformers, answers recorded
-// from chattemplate/testdata/jinja2ref.py) prints for a tool call's
+// from internal/testing/chatref/jinja2ref.py) prints for a tool call's
 // arguments: 1.0 stays 1.0, True and None are Python's, 1e-05 is Python's
 // float repr, an integer past 2^53 keeps its digits, and keys keep the
 // client's order ("10" before "9"). The JavaScript engine this package once

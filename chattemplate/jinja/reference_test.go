@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/chattemplate/internal/reftest"
+	"github.com/berth-sh/berth/internal/testing/chatref"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
@@ -14,12 +14,12 @@ import (
 // the same text, or fail on both sides. Where @huggingface/jinja differs is
 // counted and logged only.
 func TestMatchesReference(t *testing.T) {
-	cases := make([]reftest.Case, len(reftest.Expressions))
-	for i, c := range reftest.Expressions {
-		cases[i] = reftest.Case{Template: c, Vars: json.RawMessage(reftest.ExpressionVars)}
+	cases := make([]chatref.Case, len(chatref.Expressions))
+	for i, c := range chatref.Expressions {
+		cases[i] = chatref.Case{Template: c, Vars: json.RawMessage(chatref.ExpressionVars)}
 	}
 	var v map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(reftest.ExpressionVars), &v); err != nil {
+	if err := json.Unmarshal([]byte(chatref.ExpressionVars), &v); err != nil {
 		t.Fatal(err)
 	}
 	data := map[string]Value{}
@@ -30,14 +30,14 @@ func TestMatchesReference(t *testing.T) {
 		}
 		data[k] = val
 	}
-	eng := func(_ int, c reftest.Case) (string, error) { return renderString(c.Template, data) }
-	py := reftest.Count(eng, cases, reftest.Python(t, cases))
+	eng := func(_ int, c chatref.Case) (string, error) { return renderString(c.Template, data) }
+	py := chatref.Count(eng, cases, chatref.Python(t, cases))
 	t.Logf("Python jinja2 (transformers): %v", py)
 	if py.Differ > 0 {
 		t.Errorf("the engine drifted from Python jinja2 on %v:\n%s", py, strings.Join(py.Examples, "\n"))
 	}
 	if hfref.Available() { // informational: the JavaScript engine prints true, 1 for 1.0, ...
-		t.Logf("@huggingface/jinja: %v", reftest.Count(eng, cases, reftest.JS(t, cases)))
+		t.Logf("@huggingface/jinja: %v", chatref.Count(eng, cases, chatref.JS(t, cases)))
 	}
 }
 

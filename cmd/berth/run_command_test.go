@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/serve"
-	"github.com/berth-sh/berth/serve/apikeys"
 )
 
 // defaultBaseImage is template "base" when neither --base-image nor the

@@ -5,45 +5,18 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // Config is a job's configuration, saved as config.json so that --resume
-// can run the rest of it.
+// can run the rest of it: Harbor's fields (layout.JobConfig, which
+// readers of the results take) and the runner's own.
 type Config struct {
-	JobName   string `json:"job_name"`
-	JobsDir   string `json:"jobs_dir"`
-	TasksPath string `json:"tasks_path"`
-	Agent     string `json:"agent"`
-	// Model names the model an LLM agent uses (the eval key's middle part).
-	Model       string   `json:"model,omitempty"`
-	Backend     string   `json:"environment"`
-	NConcurrent int      `json:"n_concurrent_trials"`
-	NAttempts   int      `json:"n_attempts"`
-	MaxRetries  int      `json:"max_retries"`
-	Include     []string `json:"include_task_names,omitempty"`
-	Exclude     []string `json:"exclude_task_names,omitempty"`
-	NTasks      int      `json:"n_tasks,omitempty"`
-
-	TimeoutMultiplier float64 `json:"timeout_multiplier"`
-	trial.Overrides   `json:"overrides"`
-	NoDelete          bool `json:"no_delete,omitempty"`
-
+	layout.JobConfig
+	trial.Overrides `json:"overrides"`
 	// Limits override the provider's create limits from the registry.
 	Limits throttle.Limits `json:"limits"`
-	// TTLMargin is how long a sandbox may outlive its trial's limits
-	// (the registry entry's value unless set).
-	TTLMargin time.Duration `json:"ttl_margin,omitempty"`
-	// SandboxTTL replaces the lifetime derived from the task's limits; a
-	// value the trial could outlive is refused as mid-trial.
-	SandboxTTL time.Duration `json:"sandbox_ttl,omitempty"`
-	// RetryBackoff bounds the wait between retries of a trial (1 s .. 60 s).
-	RetryBackoffMin time.Duration `json:"retry_backoff_min,omitempty"`
-	RetryBackoffMax time.Duration `json:"retry_backoff_max,omitempty"`
-	// MaxDownloadMB bounds what each trial downloads from its sandbox
-	// (trial.Options.MaxDownloadBytes, in MB): 0 is the trial's default,
-	// negative no bound.
-	MaxDownloadMB int `json:"max_download_mb,omitempty"`
 }
 
 func (c *Config) defaults() {

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -51,8 +52,7 @@ func TestHooks(t *testing.T) {
 	harbortest.Task(t, tasks, "a", harbortest.TOML("30.0", "30.0"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
 	h := &recordingHooks{}
 	_, sum, err := job.Run(context.Background(), job.Config{
-		JobName: "hooks", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", Agent: "custom", MaxRetries: 1,
-		RetryBackoffMin: time.Millisecond, RetryBackoffMax: time.Millisecond, Limits: fastLimits(),
+		JobConfig: layout.JobConfig{JobName: "hooks", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", Agent: "custom", MaxRetries: 1, RetryBackoffMin: time.Millisecond, RetryBackoffMax: time.Millisecond}, Limits: fastLimits(),
 	}, job.Options{Registry: reg, Env: harbortest.Env(t), Hooks: h})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
@@ -46,7 +47,7 @@ type Job struct {
 	dir  string
 
 	mu      sync.Mutex
-	res     Result
+	res     layout.JobResult
 	done    []*trial.Result // finished trials (kept across resume)
 	log     *slog.Logger
 	logFile *os.File
@@ -54,14 +55,14 @@ type Job struct {
 }
 
 // Run starts a new job in <JobsDir>/<JobName> and runs it to the end (or
-// until ctx is cancelled). The returned Result is also in result.json.
-func Run(ctx context.Context, cfg Config, opts Options) (*Result, *Summary, error) {
+// until ctx is cancelled). The returned result is also in result.json.
+func Run(ctx context.Context, cfg Config, opts Options) (*layout.JobResult, *Summary, error) {
 	cfg.defaults()
 	if err := checkName(cfg.JobName); err != nil {
 		return nil, nil, err
 	}
 	dir := filepath.Join(cfg.JobsDir, cfg.JobName)
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, layout.ConfigFile)); err == nil {
 		return nil, nil, sandbox.Errorf(sandbox.AlreadyExists, "job %s already exists; resume it with --resume %s", cfg.JobName, dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -70,18 +71,18 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, *Summary, erro
 	if abs, err := filepath.Abs(cfg.TasksPath); err == nil {
 		cfg.TasksPath = abs
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, layout.ConfigFile), cfg); err != nil {
 		return nil, nil, err
 	}
-	j := &Job{cfg: cfg, opts: opts, dir: dir, res: Result{ID: newUUID(), StartedAt: time.Now().UTC()}}
+	j := &Job{cfg: cfg, opts: opts, dir: dir, res: layout.JobResult{ID: newUUID(), StartedAt: time.Now().UTC()}}
 	return j.run(ctx)
 }
 
 // Resume continues the job in dir: trials with a result are kept, the rest
 // (never started, interrupted, cancelled) run again.
-func Resume(ctx context.Context, dir string, opts Options) (*Result, *Summary, error) {
+func Resume(ctx context.Context, dir string, opts Options) (*layout.JobResult, *Summary, error) {
 	var cfg Config
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	b, err := os.ReadFile(filepath.Join(dir, layout.ConfigFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
@@ -89,11 +90,11 @@ func Resume(ctx context.Context, dir string, opts Options) (*Result, *Summary, e
 		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, "resume %s: config.json: %v", dir, err)
 	}
 	cfg.defaults()
-	j := &Job{cfg: cfg, opts: opts, dir: dir, res: Result{ID: newUUID(), StartedAt: time.Now().UTC()}}
+	j := &Job{cfg: cfg, opts: opts, dir: dir, res: layout.JobResult{ID: newUUID(), StartedAt: time.Now().UTC()}}
 	// A result.json cut short by a crash is tolerated: only its id and
 	// start time are kept.
-	if b, err := os.ReadFile(filepath.Join(dir, "result.json")); err == nil {
-		var old Result
+	if b, err := os.ReadFile(filepath.Join(dir, layout.ResultFile)); err == nil {
+		var old layout.JobResult
 		if json.Unmarshal(b, &old) == nil && old.ID != "" {
 			j.res.ID, j.res.StartedAt = old.ID, old.StartedAt
 		}
@@ -116,9 +117,9 @@ type planned struct {
 	attempt int
 }
 
-func (j *Job) run(ctx context.Context) (*Result, *Summary, error) {
+func (j *Job) run(ctx context.Context) (*layout.JobResult, *Summary, error) {
 	var err error
-	j.logFile, err = os.OpenFile(filepath.Join(j.dir, "job.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	j.logFile, err = os.OpenFile(filepath.Join(j.dir, layout.JobLogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -302,7 +303,7 @@ func (j *Job) plan(tasks []*task.Task) []planned {
 }
 
 func readTrialResult(dir string) (*trial.Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	b, err := os.ReadFile(filepath.Join(dir, layout.ResultFile))
 	if err != nil {
 		return nil, err
 	}
@@ -403,12 +404,12 @@ func (j *Job) update(pending, running int, final bool) {
 		}
 	}
 	key := evalKey(j.cfg.Agent, j.cfg.Model, j.dataset)
-	s.Evals = map[string]*Eval{key: aggregate(key, j.done, j.cfg.NAttempts)}
+	s.Evals = map[string]*layout.Eval{key: aggregate(key, j.done, j.cfg.NAttempts)}
 	j.res.UpdatedAt = time.Now().UTC()
 	if final {
 		j.res.FinishedAt = j.res.UpdatedAt
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(j.dir, "result.json"), &j.res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(j.dir, layout.ResultFile), &j.res); err != nil {
 		j.log.Error("writing result.json", "error", err)
 	}
 }

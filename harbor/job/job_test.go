@@ -16,6 +16,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
@@ -60,8 +61,7 @@ func TestJobResults(t *testing.T) {
 	jobs := t.TempDir()
 	var events sync.Map
 	res, sum, err := job.Run(context.Background(), job.Config{
-		JobName: "j1", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 3, NAttempts: 2,
-		Exclude: []string{"d-*"}, Limits: fastLimits(),
+		JobConfig: layout.JobConfig{JobName: "j1", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 3, NAttempts: 2, Exclude: []string{"d-*"}}, Limits: fastLimits(),
 	}, job.Options{Registry: reg, Env: harbortest.Env(t), Events: func(e job.Event) {
 		n, _ := events.LoadOrStore(e.Type, new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
@@ -100,7 +100,7 @@ func TestJobResults(t *testing.T) {
 	if sum.Trials != 6 || sum.Passed != 2 || sum.Errors["RewardFileNotFoundError"] != 2 {
 		t.Errorf("summary = %+v", sum)
 	}
-	if _, ok := sum.Phases[trial.PhaseVerifier]; !ok {
+	if _, ok := sum.Phases[layout.PhaseVerifier]; !ok {
 		t.Errorf("summary has no verifier percentiles: %+v", sum.Phases)
 	}
 	for _, typ := range []string{job.EventJobStarted, job.EventTrialStarted, job.EventTrialFinished, job.EventJobFinished} {
@@ -114,7 +114,7 @@ func TestJobResults(t *testing.T) {
 		t.Errorf("summary text:\n%s", out.String())
 	}
 	// The same name again is refused, pointing at --resume.
-	if _, _, err := job.Run(context.Background(), job.Config{JobName: "j1", JobsDir: jobs, TasksPath: tasks, Backend: "fake"}, job.Options{Registry: reg, Env: harbortest.Env(t)}); err == nil || !strings.Contains(err.Error(), "--resume") {
+	if _, _, err := job.Run(context.Background(), job.Config{JobConfig: layout.JobConfig{JobName: "j1", JobsDir: jobs, TasksPath: tasks, Backend: "fake"}}, job.Options{Registry: reg, Env: harbortest.Env(t)}); err == nil || !strings.Contains(err.Error(), "--resume") {
 		t.Errorf("rerun of an existing job: %v", err)
 	}
 }
@@ -137,7 +137,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 		faults.Set(fakeprovider.Faults{})
 	}()
 	res, _, err := job.Run(context.Background(), job.Config{
-		JobName: "retry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", Limits: fastLimits(),
+		JobConfig: layout.JobConfig{JobName: "retry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake"}, Limits: fastLimits(),
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +151,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 	faults.Set(fakeprovider.Faults{FailCreate: sandbox.WithPermanent(sandbox.Errorf(sandbox.ResourceExhausted, "Total disk limit exceeded"))})
 	jobs := t.TempDir()
 	res, _, err = job.Run(context.Background(), job.Config{
-		JobName: "quota", JobsDir: jobs, TasksPath: tasks, Backend: "fake", MaxRetries: 3, Limits: fastLimits(),
-		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond,
+		JobConfig: layout.JobConfig{JobName: "quota", JobsDir: jobs, TasksPath: tasks, Backend: "fake", MaxRetries: 3, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond}, Limits: fastLimits(),
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -169,9 +168,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 	// Transient failures that outlast the gate are retried by the job.
 	faults.Set(fakeprovider.Faults{FailCreate: sandbox.Errorf(sandbox.Unavailable, "down")})
 	res, _, err = job.Run(context.Background(), job.Config{
-		JobName: "jobretry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", MaxRetries: 2,
-		Limits:          throttle.Limits{Retries: -1},
-		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond,
+		JobConfig: layout.JobConfig{JobName: "jobretry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", MaxRetries: 2, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond}, Limits: throttle.Limits{Retries: -1},
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +182,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 	tasks2 := t.TempDir()
 	harbortest.Task(t, tasks2, "slow", harbortest.TOML("0.5", "30.0"), harbortest.SolveSleep, harbortest.TestAnswer, nil)
 	res, _, err = job.Run(context.Background(), job.Config{
-		JobName: "timeout", JobsDir: t.TempDir(), TasksPath: tasks2, Backend: "fake", MaxRetries: 3,
+		JobConfig: layout.JobConfig{JobName: "timeout", JobsDir: t.TempDir(), TasksPath: tasks2, Backend: "fake", MaxRetries: 3},
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +208,7 @@ func TestCancelThenResume(t *testing.T) {
 			cancel()
 		}
 	}}
-	res, _, err := job.Run(ctx, job.Config{JobName: "c", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 2}, opts)
+	res, _, err := job.Run(ctx, job.Config{JobConfig: layout.JobConfig{JobName: "c", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 2}}, opts)
 	if err == nil {
 		t.Fatal("a cancelled job returned no error")
 	}
@@ -226,7 +223,7 @@ func TestCancelThenResume(t *testing.T) {
 	if left, _ := p.List(context.Background(), map[string]string{trial.LabelJob: "c"}); len(left) != 0 {
 		t.Fatalf("sandboxes left after cancel: %v", left)
 	}
-	var onDisk job.Result
+	var onDisk layout.JobResult
 	readJSON(t, filepath.Join(jobs, "c", "result.json"), &onDisk)
 	if onDisk.FinishedAt.IsZero() || onDisk.Stats.NCancelled != res.Stats.NCancelled {
 		t.Errorf("result.json after cancel: %+v", onDisk)
@@ -259,7 +256,7 @@ func TestResumeToleratesTruncatedResult(t *testing.T) {
 	tasks := t.TempDir()
 	harbortest.Task(t, tasks, "one", harbortest.TOML("30.0", "30.0"), harbortest.SolveWrite, harbortest.TestAnswer, nil)
 	jobs := t.TempDir()
-	if _, _, err := job.Run(context.Background(), job.Config{JobName: "r", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NAttempts: 2}, job.Options{Registry: reg, Env: harbortest.Env(t)}); err != nil {
+	if _, _, err := job.Run(context.Background(), job.Config{JobConfig: layout.JobConfig{JobName: "r", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NAttempts: 2}}, job.Options{Registry: reg, Env: harbortest.Env(t)}); err != nil {
 		t.Fatal(err)
 	}
 	dirs := trialDirs(t, filepath.Join(jobs, "r"))

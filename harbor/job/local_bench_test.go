@@ -16,6 +16,7 @@ import (
 	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/local"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkJobLocal(b *testing.B) {
 		jobs := b.TempDir()
 		start := time.Now()
 		res, sum, err := job.Run(context.Background(), job.Config{
-			JobName: "bench", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: conc,
+			JobConfig: layout.JobConfig{JobName: "bench", JobsDir: jobs, TasksPath: tasks, Backend: "local", NConcurrent: conc},
 		}, job.Options{Registry: reg, Env: env})
 		wall := time.Since(start)
 		if err != nil {

@@ -4,41 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 )
-
-// Result is the job's result.json, with Harbor's field names.
-type Result struct {
-	ID           string    `json:"id"`
-	StartedAt    time.Time `json:"started_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
-	FinishedAt   time.Time `json:"finished_at,omitzero"`
-	NTotalTrials int       `json:"n_total_trials"`
-	Stats        Stats     `json:"stats"`
-}
-
-// Stats counts trials.
-type Stats struct {
-	NCompleted int              `json:"n_completed_trials"`
-	NErrored   int              `json:"n_errored_trials"`
-	NRunning   int              `json:"n_running_trials"`
-	NPending   int              `json:"n_pending_trials"`
-	NCancelled int              `json:"n_cancelled_trials"`
-	NRetries   int              `json:"n_retries"`
-	Evals      map[string]*Eval `json:"evals"`
-}
-
-// Eval aggregates the trials of one agent__model__dataset.
-type Eval struct {
-	NTrials        int                            `json:"n_trials"`
-	NErrors        int                            `json:"n_errors"`
-	Metrics        []map[string]float64           `json:"metrics"`
-	PassAtK        map[string]float64             `json:"pass_at_k,omitempty"`
-	RewardStats    map[string]map[string][]string `json:"reward_stats"`
-	ExceptionStats map[string][]string            `json:"exception_stats"`
-}
 
 // evalKey is Harbor's agent__model__dataset key; the built-in agents use no
 // model ("none").
@@ -50,8 +19,8 @@ func evalKey(agent, model, dataset string) string {
 }
 
 // aggregate rebuilds the evals from finished trial results.
-func aggregate(key string, results []*trial.Result, attempts int) *Eval {
-	e := &Eval{RewardStats: map[string]map[string][]string{}, ExceptionStats: map[string][]string{}}
+func aggregate(key string, results []*trial.Result, attempts int) *layout.Eval {
+	e := &layout.Eval{RewardStats: map[string]map[string][]string{}, ExceptionStats: map[string][]string{}}
 	sum := 0.0
 	perTask := map[string][]float64{}
 	for _, r := range results {

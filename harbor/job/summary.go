@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // Summary is the closing report of a job.
@@ -46,9 +46,9 @@ func (j *Job) summary() *Summary {
 		if r.ExceptionInfo != nil {
 			s.Errors[r.ExceptionInfo.ExceptionType]++
 		}
-		for name, t := range map[string]*trial.Timing{
-			trial.PhaseEnvironment: r.EnvironmentSetup, trial.PhaseAgentSetup: r.AgentSetup,
-			trial.PhaseAgent: r.AgentExecution, trial.PhaseVerifier: r.Verifier, trial.PhaseTeardown: r.Teardown,
+		for name, t := range map[string]*layout.Timing{
+			layout.PhaseEnvironment: r.EnvironmentSetup, layout.PhaseAgentSetup: r.AgentSetup,
+			layout.PhaseAgent: r.AgentExecution, layout.PhaseVerifier: r.Verifier, layout.PhaseTeardown: r.Teardown,
 		} {
 			if t != nil && !t.FinishedAt.IsZero() {
 				s.perPhase[name] = append(s.perPhase[name], t.Duration())
@@ -74,7 +74,7 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	return s[i]
 }
 
-var phaseOrder = []string{trial.PhaseEnvironment, trial.PhaseAgentSetup, trial.PhaseAgent, trial.PhaseVerifier, trial.PhaseTeardown}
+var phaseOrder = []string{layout.PhaseEnvironment, layout.PhaseAgentSetup, layout.PhaseAgent, layout.PhaseVerifier, layout.PhaseTeardown}
 
 // Print writes the summary for a person.
 func (s *Summary) Print(w io.Writer) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
@@ -144,7 +145,7 @@ func (r *run) startEnvironment(ctx context.Context) error {
 	}
 	return timed(ctx, r.buildTimeout(), EnvironmentStartTimeout, EnvironmentError, func(ctx context.Context) error {
 		spec := r.spec()
-		img := &Timing{StartedAt: time.Now().UTC()}
+		img := &layout.Timing{StartedAt: time.Now().UTC()}
 		if err := r.o.Provider.PrepareImage(ctx, spec); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth/harbor/agent"
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // report records what an agent that reports (agent.Reporter) says about
@@ -30,7 +31,7 @@ func (r *run) report() {
 		return
 	}
 	// Confined to agent/: a link the sandbox left there is not followed.
-	root, err := os.OpenRoot(filepath.Join(r.o.Dir, "agent"))
+	root, err := os.OpenRoot(filepath.Join(r.o.Dir, layout.AgentDir))
 	if err != nil {
 		r.logf("agent report: %v", err)
 		return

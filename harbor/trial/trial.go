@@ -11,6 +11,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
@@ -73,15 +74,6 @@ type Overrides struct {
 	StorageMB int
 }
 
-// Phases, in order, as named in events and the summary.
-const (
-	PhaseEnvironment = "environment_setup"
-	PhaseAgentSetup  = "agent_setup"
-	PhaseAgent       = "agent_execution"
-	PhaseVerifier    = "verifier"
-	PhaseTeardown    = "teardown"
-)
-
 // Event reports progress of a trial.
 type Event struct {
 	Trial    string
@@ -105,35 +97,35 @@ type run struct {
 // failures are in Result.ExceptionInfo. Teardown runs even when ctx is
 // cancelled.
 func Run(ctx context.Context, o Options) *Result {
-	r := &run{o: o, res: &Result{
+	r := &run{o: o, res: &Result{TrialResult: layout.TrialResult{
 		ID:        o.ID,
 		TaskName:  o.Task.Name,
 		TrialName: o.TrialName,
 		TrialURI:  "file://" + o.Dir,
 		StartedAt: time.Now().UTC(),
 		Provider:  o.Provider.Name(),
-		AgentInfo: AgentInfo{Name: o.Agent.Name(), Version: o.Agent.Version()},
+		AgentInfo: layout.AgentInfo{Name: o.Agent.Name(), Version: o.Agent.Version()},
 		Config:    r0config(o),
-	}}
-	if err := os.MkdirAll(filepath.Join(o.Dir, "agent"), 0o755); err == nil {
-		_ = os.MkdirAll(filepath.Join(o.Dir, "verifier"), 0o755)
-		r.log, _ = os.Create(filepath.Join(o.Dir, "trial.log"))
+	}}}
+	if err := os.MkdirAll(filepath.Join(o.Dir, layout.AgentDir), 0o755); err == nil {
+		_ = os.MkdirAll(filepath.Join(o.Dir, layout.VerifierDir), 0o755)
+		r.log, _ = os.Create(filepath.Join(o.Dir, layout.TrialLogFile))
 	}
 	sum, err := Checksum(o.Task.Dir)
 	if err == nil {
 		r.res.TaskChecksum = sum
 	}
-	_ = atomicfile.WriteJSON(filepath.Join(o.Dir, "config.json"), r.res.Config)
+	_ = atomicfile.WriteJSON(filepath.Join(o.Dir, layout.ConfigFile), r.res.Config)
 
 	r.phases(ctx)
 	r.teardown(ctx)
 
 	r.res.FinishedAt = time.Now().UTC()
 	if r.res.ExceptionInfo != nil {
-		_ = os.WriteFile(filepath.Join(o.Dir, "exception.txt"), []byte(r.res.ExceptionInfo.ExceptionType+": "+r.res.ExceptionInfo.ExceptionMessage+"\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(o.Dir, layout.ExceptionFile), []byte(r.res.ExceptionInfo.ExceptionType+": "+r.res.ExceptionInfo.ExceptionMessage+"\n"), 0o644)
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(o.Dir, "result.json"), r.res); err != nil {
-		r.logf("writing result.json: %v", err)
+	if err := atomicfile.WriteJSON(filepath.Join(o.Dir, layout.ResultFile), r.res); err != nil {
+		r.logf("writing %s: %v", layout.ResultFile, err)
 	}
 	if r.log != nil {
 		_ = r.log.Close()
@@ -141,8 +133,8 @@ func Run(ctx context.Context, o Options) *Result {
 	return r.res
 }
 
-func r0config(o Options) ConfigEcho {
-	return ConfigEcho{
+func r0config(o Options) layout.TrialConfig {
+	return layout.TrialConfig{
 		TaskPath:          o.Task.Dir,
 		TrialName:         o.TrialName,
 		JobID:             o.JobID,
@@ -171,8 +163,8 @@ func (r *run) logf(format string, args ...any) {
 }
 
 // phase times fn under the phase's name and reports it.
-func (r *run) phase(name string, timing **Timing, fn func() error) error {
-	t := &Timing{StartedAt: time.Now().UTC()}
+func (r *run) phase(name string, timing **layout.Timing, fn func() error) error {
+	t := &layout.Timing{StartedAt: time.Now().UTC()}
 	if timing != nil {
 		*timing = t
 	}
@@ -203,7 +195,7 @@ func (r *run) record(err error) {
 	}
 	var typed *Error
 	r.res.retryable = errors.As(err, &typed) && typed.Retryable()
-	r.res.ExceptionInfo = &ExceptionInfo{
+	r.res.ExceptionInfo = &layout.ExceptionInfo{
 		ExceptionType:    string(KindOf(err)),
 		ExceptionMessage: err.Error(),
 		OccurredAt:       time.Now().UTC(),
@@ -215,12 +207,12 @@ func (r *run) phases(ctx context.Context) {
 		r.record(&Error{Kind: InvalidTask, Err: err})
 		return
 	}
-	if err := r.phase(PhaseEnvironment, &r.res.EnvironmentSetup, func() error { return r.startEnvironment(ctx) }); err != nil {
+	if err := r.phase(layout.PhaseEnvironment, &r.res.EnvironmentSetup, func() error { return r.startEnvironment(ctx) }); err != nil {
 		r.record(err)
 		return
 	}
 	env := agent.Env{Sandbox: r.sb, Task: r.o.Task}
-	err := r.phase(PhaseAgentSetup, &r.res.AgentSetup, func() error {
+	err := r.phase(layout.PhaseAgentSetup, &r.res.AgentSetup, func() error {
 		return timed(ctx, r.agentSetupTimeout(), AgentSetupTimeout, AgentError, func(ctx context.Context) error {
 			return r.o.Agent.Setup(ctx, env)
 		})
@@ -229,7 +221,7 @@ func (r *run) phases(ctx context.Context) {
 		r.record(err)
 		return
 	}
-	err = r.phase(PhaseAgent, &r.res.AgentExecution, func() error {
+	err = r.phase(layout.PhaseAgent, &r.res.AgentExecution, func() error {
 		return timed(ctx, r.agentTimeout(), AgentTimeout, AgentError, func(ctx context.Context) error {
 			return r.o.Agent.Run(ctx, env)
 		})
@@ -237,18 +229,18 @@ func (r *run) phases(ctx context.Context) {
 	var exit *agent.ExitError
 	if errors.As(err, &exit) {
 		// A failing solution is an answer, not an infrastructure error.
-		_ = os.WriteFile(filepath.Join(r.o.Dir, "agent", "exit-code.txt"), fmt.Appendf(nil, "%d\n", exit.Code), 0o644)
+		_ = os.WriteFile(filepath.Join(r.o.Dir, layout.AgentDir, "exit-code.txt"), fmt.Appendf(nil, "%d\n", exit.Code), 0o644)
 		err = nil
 	}
 	r.record(err)
-	r.download(ctx, agent.AgentLogs, "agent")
+	r.download(ctx, agent.AgentLogs, layout.AgentDir)
 	r.report()
 	if ctx.Err() != nil {
 		r.record(&Error{Kind: Cancelled, Err: ctx.Err()})
 		return
 	}
 	// Verification runs after an agent failure too: the reward is the truth.
-	err = r.phase(PhaseVerifier, &r.res.Verifier, func() error { return r.verify(ctx) })
+	err = r.phase(layout.PhaseVerifier, &r.res.Verifier, func() error { return r.verify(ctx) })
 	r.record(err)
 }
 
@@ -293,7 +285,7 @@ func (r *run) teardown(ctx context.Context) {
 	if r.release != nil {
 		defer r.release()
 	}
-	_ = r.phase(PhaseTeardown, &r.res.Teardown, func() error {
+	_ = r.phase(layout.PhaseTeardown, &r.res.Teardown, func() error {
 		defer r.sb.Close()
 		if r.o.NoDelete {
 			r.logf("teardown: --no-delete, sandbox %s left running until its TTL", r.sb.ID())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/task"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -19,11 +20,11 @@ const maxRewardFile = 1 << 20
 
 func (r *run) verify(ctx context.Context) error {
 	rewards, err := Verify(ctx, r.sb, r.o.Task, r.verifierTimeout(), r.logf)
-	r.download(ctx, agent.VerifierLogs, "verifier")
+	r.download(ctx, agent.VerifierLogs, layout.VerifierDir)
 	if err != nil {
 		return err
 	}
-	r.res.VerifierResult = &VerifierResult{Rewards: rewards}
+	r.res.VerifierResult = &layout.VerifierResult{Rewards: rewards}
 	return nil
 }
 

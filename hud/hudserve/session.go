@@ -20,6 +20,7 @@ import (
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/hud"
 	"github.com/berth-sh/berth/hud/shellserve"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -219,7 +220,7 @@ func (se *session) Grade(ctx context.Context, params map[string]any) (any, error
 		}
 		return nil, err
 	}
-	return &hud.Grade{Score: trial.MainReward(rewards), Done: true, Info: map[string]any{"rewards": rewards}}, nil
+	return &hud.Grade{Score: layout.MainReward(rewards), Done: true, Info: map[string]any{"rewards": rewards}}, nil
 }
 
 func writeAnswer(ctx context.Context, sb *sandbox.Sandbox, answer any) error {

@@ -35,7 +35,8 @@
 // errors.Is works with fs.ErrNotExist, fs.ErrExist and the errno values
 // (unix.ELOOP for a symlink Beneath refused, unix.EXDEV for an escape).
 //
-// Importers: image (layer unpacking and commits), imagebuild (the Dockerfile builder),
-// sandbox/hosttar (tar extraction on the host) and the packages built on
-// them. It needs Linux 5.6 (openat2) and /proc.
+// Importers: image (layer unpacking and commits), imagebuild (the
+// Dockerfile builder), sandbox/hosttar (tar extraction on the host) and
+// the packages built on them; envd for UnixMode, the chmod(2) numbering
+// its file entries carry. It needs Linux 5.6 (openat2) and /proc.
 package dirfd

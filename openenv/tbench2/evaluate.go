@@ -7,6 +7,7 @@ import (
 	"github.com/berth-sh/berth/harbor/agent"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/openenv"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -23,7 +24,7 @@ func (e *Env) evaluate(ctx context.Context) outcome {
 		o.err = err
 		return o
 	}
-	r := trial.MainReward(rewards)
+	r := layout.MainReward(rewards)
 	o.reward = &r
 	o.info = map[string]any{"tests_passed": r >= 1, "harness": Harness}
 	if len(rewards) > 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/builtin"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/internal/testing/testbin"
 	"github.com/berth-sh/berth/providers/e2b"
@@ -18,7 +19,6 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 	"github.com/berth-sh/berth/serve"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/smoke"
 )
 

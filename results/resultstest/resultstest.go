@@ -2,8 +2,8 @@
 // writes (config.json, result.json, one directory per trial with
 // config.json, result.json, trial.log, agent/, verifier/) from short
 // specs, for the tests and benchmarks of the results reader and the
-// viewer. It uses the runner's own result types, so what it writes is
-// what berth writes.
+// viewer. It uses the types the runner writes (package results/layout),
+// so what it writes is what berth writes.
 //
 // Import it only from tests.
 package resultstest
@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/harbor/job"
-	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/results/layout"
 )
 
 // Trial describes one trial directory.
@@ -60,13 +59,13 @@ func Job(t testing.TB, jobsDir, name string, finished bool, updated time.Time, t
 	if updated.IsZero() {
 		updated = time.Now().UTC()
 	}
-	cfg := job.Config{JobName: name, JobsDir: jobsDir, TasksPath: "/tasks", Agent: "oracle", Backend: "local", NConcurrent: 4, NAttempts: 1}
-	writeJSON(t, filepath.Join(dir, "config.json"), cfg)
-	res := job.Result{ID: "job-" + name, StartedAt: start, UpdatedAt: updated, NTotalTrials: len(trials)}
+	cfg := layout.JobConfig{JobName: name, JobsDir: jobsDir, TasksPath: "/tasks", Agent: "oracle", Backend: "local", NConcurrent: 4, NAttempts: 1}
+	writeJSON(t, filepath.Join(dir, layout.ConfigFile), cfg)
+	res := layout.JobResult{ID: "job-" + name, StartedAt: start, UpdatedAt: updated, NTotalTrials: len(trials)}
 	if finished {
 		res.FinishedAt = updated
 	}
-	writeJSON(t, filepath.Join(dir, "result.json"), res)
+	writeJSON(t, filepath.Join(dir, layout.ResultFile), res)
 	for i, tr := range trials {
 		WriteTrial(t, dir, i, tr)
 	}
@@ -81,18 +80,18 @@ func WriteTrial(t testing.TB, jobDir string, i int, s Trial) string {
 		name = fmt.Sprintf("%s__%07d", s.Task, i)
 	}
 	dir := filepath.Join(jobDir, name)
-	must(t, os.MkdirAll(filepath.Join(dir, "agent"), 0o755))
-	must(t, os.MkdirAll(filepath.Join(dir, "verifier"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(dir, layout.AgentDir), 0o755))
+	must(t, os.MkdirAll(filepath.Join(dir, layout.VerifierDir), 0o755))
 	if s.Attempt == 0 {
 		s.Attempt = 1
 	}
-	cfg := trial.ConfigEcho{TaskPath: s.TaskPath, TrialName: name, Agent: "oracle", Environment: "local", TimeoutMultiplier: 1, Attempt: s.Attempt}
+	cfg := layout.TrialConfig{TaskPath: s.TaskPath, TrialName: name, Agent: "oracle", Environment: "local", TimeoutMultiplier: 1, Attempt: s.Attempt}
 	if cfg.TaskPath == "" {
 		cfg.TaskPath = "/tasks/" + s.Task
 	}
-	writeJSON(t, filepath.Join(dir, "config.json"), cfg)
+	writeJSON(t, filepath.Join(dir, layout.ConfigFile), cfg)
 	if s.TrialLog != "" {
-		must(t, os.WriteFile(filepath.Join(dir, "trial.log"), []byte(s.TrialLog), 0o644))
+		must(t, os.WriteFile(filepath.Join(dir, layout.TrialLogFile), []byte(s.TrialLog), 0o644))
 	}
 	for p, body := range s.Files {
 		full := filepath.Join(dir, p)
@@ -110,26 +109,26 @@ func WriteTrial(t testing.TB, jobDir string, i int, s Trial) string {
 	if phases == nil {
 		phases = []time.Duration{time.Second, 0, 2 * time.Second, time.Second, 500 * time.Millisecond}
 	}
-	r := trial.Result{ID: fmt.Sprintf("id-%d", i), TaskName: s.Task, TrialName: name, Config: cfg,
-		AgentInfo: trial.AgentInfo{Name: "oracle", Version: "1.0.0"}, StartedAt: start, SandboxID: "sb-test", Provider: "local"}
+	r := layout.TrialResult{ID: fmt.Sprintf("id-%d", i), TaskName: s.Task, TrialName: name, Config: cfg,
+		AgentInfo: layout.AgentInfo{Name: "oracle", Version: "1.0.0"}, StartedAt: start, SandboxID: "sb-test", Provider: "local"}
 	at := start
-	slots := []**trial.Timing{&r.EnvironmentSetup, &r.AgentSetup, &r.AgentExecution, &r.Verifier, &r.Teardown}
+	slots := []**layout.Timing{&r.EnvironmentSetup, &r.AgentSetup, &r.AgentExecution, &r.Verifier, &r.Teardown}
 	for k, d := range phases {
 		if d < 0 || k >= len(slots) {
 			continue
 		}
-		*slots[k] = &trial.Timing{StartedAt: at, FinishedAt: at.Add(d)}
+		*slots[k] = &layout.Timing{StartedAt: at, FinishedAt: at.Add(d)}
 		at = at.Add(d)
 	}
 	r.FinishedAt = at
 	if s.Rewards != nil {
-		r.VerifierResult = &trial.VerifierResult{Rewards: s.Rewards}
+		r.VerifierResult = &layout.VerifierResult{Rewards: s.Rewards}
 	}
 	if s.Error != "" {
-		r.ExceptionInfo = &trial.ExceptionInfo{ExceptionType: s.Error, ExceptionMessage: s.Message, OccurredAt: at}
-		must(t, os.WriteFile(filepath.Join(dir, "exception.txt"), []byte(s.Error+": "+s.Message+"\n"), 0o644))
+		r.ExceptionInfo = &layout.ExceptionInfo{ExceptionType: s.Error, ExceptionMessage: s.Message, OccurredAt: at}
+		must(t, os.WriteFile(filepath.Join(dir, layout.ExceptionFile), []byte(s.Error+": "+s.Message+"\n"), 0o644))
 	}
-	writeJSON(t, filepath.Join(dir, "result.json"), r)
+	writeJSON(t, filepath.Join(dir, layout.ResultFile), r)
 	return name
 }
 

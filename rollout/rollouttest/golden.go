@@ -11,7 +11,9 @@ import (
 	"github.com/berth-sh/berth/harbor/agent/terminus"
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/registry"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/agents"
 )
 
 // SamplesPerTask is the golden rollout's samples per task, as in Miles's
@@ -35,9 +37,9 @@ func RunGolden(t *testing.T, reg *registry.Registry, env registry.Environ, backe
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	res, err := rollout.Run(ctx, rollout.Config{
-		Job:      job.Config{JobName: "golden", JobsDir: jobs, TasksPath: tasks, Backend: backend, NConcurrent: 3, NAttempts: SamplesPerTask},
-		Terminus: terminus.Options{Model: "policy", Shell: "auto"},
-		Strict:   true,
+		Job:    job.Config{JobConfig: layout.JobConfig{JobName: "golden", JobsDir: jobs, TasksPath: tasks, Backend: backend, NConcurrent: 3, NAttempts: SamplesPerTask}},
+		Agent:  agents.Terminus(terminus.Options{Model: "policy", Shell: "auto"}),
+		Strict: true,
 	}, rollout.Options{Registry: reg, Env: env, Sessions: pe.Client, TokenText: pe.TokenText})
 	if err != nil {
 		t.Fatalf("rollout with the strict gate: %v", err)

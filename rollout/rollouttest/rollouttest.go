@@ -19,10 +19,11 @@ import (
 
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/harbor/trial"
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/qwen3test"
 	"github.com/berth-sh/berth/results"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout/policy"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"
@@ -220,7 +221,7 @@ type Sample struct {
 
 func ReadSamples(t testing.TB, dir string) []Sample {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, results.SamplesFile))
+	f, err := os.Open(filepath.Join(dir, layout.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func (pe *PolicyEngine) CheckRendering(t testing.TB, dir string, s Sample, trans
 		msgs = append(msgs, tm)
 	}
 	kw, _ := pe.codec.MergeKwargs(nil)
-	want, err := pe.codec.Render(msgs, nil, false, kw)
+	want, err := pe.codec.Render(msgs, tito.Tools{}, false, kw)
 	if err != nil {
 		t.Fatal(err)
 	}

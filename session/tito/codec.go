@@ -180,39 +180,50 @@ func sameJSON(a, b json.RawMessage) bool {
 // MaxTools bounds a request's tool list.
 const MaxTools = 512
 
+// Tools are a request's tool definitions as the chat template sees them,
+// parsed once by ParseTools; the zero value is no tools. They keep the
+// template engine's values to themselves, so that no caller depends on
+// the engine.
+type Tools struct {
+	vals []jinja.Value
+}
+
+// Len is the number of tools.
+func (t Tools) Len() int { return len(t.vals) }
+
 // ParseTools decodes a request's tools (a JSON array, or empty); a tool
 // without the {"type": "function", "function": ...} wrapper gets one.
-func ParseTools(raw json.RawMessage) ([]jinja.Value, error) {
+func ParseTools(raw json.RawMessage) (Tools, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
-		return nil, nil
+		return Tools{}, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(t, &items); err != nil {
-		return nil, invalidf("tools must be an array")
+		return Tools{}, invalidf("tools must be an array")
 	}
 	if len(items) == 0 {
-		return nil, nil
+		return Tools{}, nil
 	}
 	if len(items) > MaxTools {
-		return nil, invalidf("%d tools, more than %d", len(items), MaxTools)
+		return Tools{}, invalidf("%d tools, more than %d", len(items), MaxTools)
 	}
 	out := make([]jinja.Value, len(items))
 	for i, it := range items {
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(it, &probe); err != nil || probe == nil {
-			return nil, invalidf("tool %d must be an object", i)
+			return Tools{}, invalidf("tool %d must be an object", i)
 		}
 		if _, ok := probe["function"]; !ok {
 			it = append(append(json.RawMessage(`{"type":"function","function":`), it...), '}')
 		}
 		v, err := chattemplate.ParseJSON(it)
 		if err != nil {
-			return nil, invalidf("tool %d: %v", i, err)
+			return Tools{}, invalidf("tool %d: %v", i, err)
 		}
 		out[i] = v
 	}
-	return out, nil
+	return Tools{vals: out}, nil
 }
 
 func values(msgs []Message) ([]jinja.Value, error) {
@@ -227,8 +238,8 @@ func values(msgs []Message) ([]jinja.Value, error) {
 	return out, nil
 }
 
-func (c *Codec) render(msgs []jinja.Value, tools []jinja.Value, gen bool, kw Kwargs) (string, error) {
-	s, err := c.Tpl.Render(chattemplate.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: gen, Kwargs: kw.vals})
+func (c *Codec) render(msgs []jinja.Value, tools Tools, gen bool, kw Kwargs) (string, error) {
+	s, err := c.Tpl.Render(chattemplate.Input{Messages: msgs, Tools: tools.vals, AddGenerationPrompt: gen, Kwargs: kw.vals})
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrTokenization, err)
 	}
@@ -256,7 +267,7 @@ func (c *Codec) encode(s string, limit int) ([]int, error) {
 }
 
 // Render renders msgs as text.
-func (c *Codec) Render(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs) (string, error) {
+func (c *Codec) Render(msgs []Message, tools Tools, gen bool, kw Kwargs) (string, error) {
 	vals, err := values(msgs)
 	if err != nil {
 		return "", err
@@ -265,11 +276,11 @@ func (c *Codec) Render(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs)
 }
 
 // RenderIDs renders msgs and tokenizes the text.
-func (c *Codec) RenderIDs(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs) ([]int, error) {
+func (c *Codec) RenderIDs(msgs []Message, tools Tools, gen bool, kw Kwargs) ([]int, error) {
 	return c.renderIDs(msgs, tools, gen, kw, 0)
 }
 
-func (c *Codec) renderIDs(msgs []Message, tools []jinja.Value, gen bool, kw Kwargs, limit int) ([]int, error) {
+func (c *Codec) renderIDs(msgs []Message, tools Tools, gen bool, kw Kwargs, limit int) ([]int, error) {
 	s, err := c.Render(msgs, tools, gen, kw)
 	if err != nil {
 		return nil, err
@@ -298,7 +309,7 @@ func dummyAssistant(last Message) jinja.Value {
 // the cost does not grow with the conversation and templates that rewrite
 // earlier turns (Qwen3 drops old reasoning) cannot disturb the suffix. A
 // limit above 0 bounds its ids (ErrTooLong past it).
-func (c *Codec) Increment(last Message, appended []Message, tools []jinja.Value, kw Kwargs, limit int) ([]int, error) {
+func (c *Codec) Increment(last Message, appended []Message, tools Tools, kw Kwargs, limit int) ([]int, error) {
 	base := []jinja.Value{c.dummySystem, dummyAssistant(last)}
 	without, err := c.render(base, tools, false, kw)
 	if err != nil {
@@ -340,7 +351,7 @@ func (c *Codec) Join(prefix, inc []int) []int {
 // after a generation prompt, without the family's trailing boundary tokens:
 // the ids a model would have produced. It serves engines that return text
 // only; such ids are a re-tokenization and are counted as one.
-func (c *Codec) AssistantIDs(asst Message, tools []jinja.Value, kw Kwargs) ([]int, error) {
+func (c *Codec) AssistantIDs(asst Message, tools Tools, kw Kwargs) ([]int, error) {
 	u, _ := chattemplate.ParseJSON([]byte(`{"role":"user","content":"x"}`))
 	base := []jinja.Value{c.dummySystem, u}
 	prompt, err := c.render(base, tools, true, kw)

@@ -144,9 +144,6 @@ func orderedLike(orig json.RawMessage, fields map[string]json.RawMessage) json.R
 	return b.Bytes()
 }
 
-// Value is the message as the template sees it.
-func (m Message) Value() (jinja.Value, error) { return m.val.get() }
-
 // jsonDepth is the nesting depth of a JSON text (valid JSON assumed).
 func jsonDepth(raw []byte) int {
 	depth, most, inStr := 0, 0, false

@@ -92,7 +92,7 @@ func TestGLMBoundary(t *testing.T) {
 	}
 	var tr Trajectory
 	req := []Message{msg(t, `{"role":"user","content":"ls"}`)}
-	prompt, err := tr.Prepare(c, req, nil, kw, Strict)
+	prompt, err := tr.Prepare(c, req, Tools{}, kw, Strict)
 	if err != nil || !slices.Equal(prompt, ids(t, c, "<|user|>ls<|assistant|>")) {
 		t.Fatalf("first prompt %v %v", prompt, err)
 	}
@@ -102,7 +102,7 @@ func TestGLMBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	req2 := append(slices.Clone(req), asst, msg(t, `{"role":"tool","content":"a.txt"}`))
-	prompt2, err := tr.Prepare(c, req2, nil, kw, Strict)
+	prompt2, err := tr.Prepare(c, req2, Tools{}, kw, Strict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestRollback(t *testing.T) {
 	var tr Trajectory
 	u := msg(t, `{"role":"user","content":"q"}`)
 	turn := func(req []Message, reply string) Message {
-		p, err := tr.Prepare(c, req, nil, kw, Strict)
+		p, err := tr.Prepare(c, req, Tools{}, kw, Strict)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,20 +155,20 @@ func TestRollback(t *testing.T) {
 	// Rewriting the second tool result discards one turn: fine.
 	snapshot := tr
 	other := msg(t, `{"role":"tool","content":"r2 again"}`)
-	if _, err := tr.Prepare(c, []Message{u, a1, o1, a2, other}, nil, kw, Strict); err != nil || tr.NumAssistant() != 2 {
+	if _, err := tr.Prepare(c, []Message{u, a1, o1, a2, other}, Tools{}, kw, Strict); err != nil || tr.NumAssistant() != 2 {
 		t.Fatalf("one-turn retry: %v, %d turns left", err, tr.NumAssistant())
 	}
 	// Rewriting the first tool result would discard two: refused, unchanged.
 	tr = snapshot
-	_, err := tr.Prepare(c, []Message{u, a1, msg(t, `{"role":"tool","content":"r1 edited"}`)}, nil, kw, Strict)
+	_, err := tr.Prepare(c, []Message{u, a1, msg(t, `{"role":"tool","content":"r1 edited"}`)}, Tools{}, kw, Strict)
 	if !errors.Is(err, ErrInvalid) || tr.NumAssistant() != 3 || len(tr.Messages()) != 6 {
 		t.Fatalf("two-turn rewrite: %v, %d turns", err, tr.NumAssistant())
 	}
 	// Retrying the very first turn empties the session.
 	var first Trajectory
-	p, _ := first.Prepare(c, []Message{u}, nil, kw, Strict)
+	p, _ := first.Prepare(c, []Message{u}, Tools{}, kw, Strict)
 	first.Commit([]Message{u}, a1, Record{PromptIDs: p, OutputIDs: ids(t, c, "one")}, 1)
-	if _, err := first.Prepare(c, []Message{u}, nil, kw, Strict); err != nil || first.NumAssistant() != 0 {
+	if _, err := first.Prepare(c, []Message{u}, Tools{}, kw, Strict); err != nil || first.NumAssistant() != 0 {
 		t.Errorf("first-turn retry: %v %d", err, first.NumAssistant())
 	}
 }
@@ -233,11 +233,11 @@ func TestMaxTokensBoundsPrepare(t *testing.T) {
 	u := msg(t, `{"role":"user","content":"ls"}`)
 	first := len(ids(t, c, "<|user|>ls<|assistant|>"))
 	tr := Trajectory{MaxTokens: first - 1}
-	if _, err := tr.Prepare(c, []Message{u}, nil, kw, Strict); !errors.Is(err, ErrTooLong) || !errors.Is(err, ErrInvalid) {
+	if _, err := tr.Prepare(c, []Message{u}, Tools{}, kw, Strict); !errors.Is(err, ErrTooLong) || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("first prompt over the limit: %v", err)
 	}
 	tr.MaxTokens = first + 3
-	prompt, err := tr.Prepare(c, []Message{u}, nil, kw, Strict)
+	prompt, err := tr.Prepare(c, []Message{u}, Tools{}, kw, Strict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,12 +246,12 @@ func TestMaxTokensBoundsPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := []Message{u, asst, msg(t, `{"role":"tool","content":"a.txt b.txt"}`)}
-	if _, err := tr.Prepare(c, req, nil, kw, Strict); !errors.Is(err, ErrTooLong) {
+	if _, err := tr.Prepare(c, req, Tools{}, kw, Strict); !errors.Is(err, ErrTooLong) {
 		t.Fatalf("second prompt over the limit: %v", err)
 	}
 	want := ids(t, c, "<|user|>ls<|assistant|>x<|observation|>a.txt b.txt<|assistant|>")
 	tr.MaxTokens = len(want)
-	if got, err := tr.Prepare(c, req, nil, kw, Strict); err != nil || !slices.Equal(got, want) {
+	if got, err := tr.Prepare(c, req, Tools{}, kw, Strict); err != nil || !slices.Equal(got, want) {
 		t.Fatalf("a prompt at the limit: %v %v", got, err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/berth-sh/berth/chattemplate/jinja"
 )
 
 // MaxRollback is how many generated assistant turns a retry may discard.
@@ -42,7 +40,7 @@ type Record struct {
 	// because the engine returned text only.
 	Retokenized bool
 	// Tools and Kwargs are what the turn rendered with.
-	Tools  []jinja.Value
+	Tools  Tools
 	Kwargs Kwargs
 }
 
@@ -118,7 +116,7 @@ func parseMessages(raws []json.RawMessage, stored []Message, alias func(int, jso
 // back at most one generated turn on a retry, the stored ids joined with
 // the increment of the appended messages; the full rendering when nothing
 // is stored.
-func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kwargs, m Matcher) ([]int, error) {
+func (t *Trajectory) Prepare(c *Codec, req []Message, tools Tools, kw Kwargs, m Matcher) ([]int, error) {
 	if len(req) == 0 {
 		return nil, invalidf("messages must not be empty")
 	}
@@ -151,7 +149,7 @@ func (t *Trajectory) Prepare(c *Codec, req []Message, tools []jinja.Value, kw Kw
 // extend is the prompt of the appended messages after stored ids (the
 // rendering of the stored messages): the ids of their increment, joined
 // across the family's boundary, within max.
-func extend(c *Codec, ids []int, stored, appended []Message, tools []jinja.Value, kw Kwargs, max limit) ([]int, error) {
+func extend(c *Codec, ids []int, stored, appended []Message, tools Tools, kw Kwargs, max limit) ([]int, error) {
 	for j, a := range appended {
 		if !appendRoles[a.Role] {
 			return nil, invalidf("appended message %d has role %q; allowed: tool, user, system, assistant", len(stored)+j, a.Role)

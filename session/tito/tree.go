@@ -3,8 +3,6 @@ package tito
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/berth-sh/berth/chattemplate/jinja"
 )
 
 // MaxNodes is how many turns one tree holds (Miles's MAX_NODES): past it
@@ -247,7 +245,7 @@ func (t *Tree) ParseRequest(b *Branch, raws []json.RawMessage) ([]Message, error
 // (nil: a new root) and the prompt ids: the node's ids joined with the
 // increment of the request's messages past its path, or the whole
 // rendering for a new root.
-func (t *Tree) Prepare(c *Codec, b *Branch, req []Message, tools []jinja.Value, kw Kwargs, m Matcher) (*Node, []int, error) {
+func (t *Tree) Prepare(c *Codec, b *Branch, req []Message, tools Tools, kw Kwargs, m Matcher) (*Node, []int, error) {
 	if len(req) == 0 {
 		return nil, nil, invalidf("messages must not be empty")
 	}

@@ -25,7 +25,7 @@ func newTreeRig(t *testing.T) *treeRig {
 
 func (r *treeRig) turn(b *Branch, req []Message, reply, finish string, m Matcher) (*Node, Message) {
 	r.t.Helper()
-	parent, prompt, err := r.tr.Prepare(r.c, b, req, nil, r.kw, m)
+	parent, prompt, err := r.tr.Prepare(r.c, b, req, Tools{}, r.kw, m)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func TestTreeRetryAndConcurrentSiblings(t *testing.T) {
 		t.Fatalf("a divergence two turns back attached at %v", deep.Parent)
 	}
 	req := []Message{u, a1, o1}
-	p1, pr1, err1 := r.tr.Prepare(r.c, b, req, nil, r.kw, Strict)
-	p2, pr2, err2 := r.tr.Prepare(r.c, b, req, nil, r.kw, Strict)
+	p1, pr1, err1 := r.tr.Prepare(r.c, b, req, Tools{}, r.kw, Strict)
+	p2, pr2, err2 := r.tr.Prepare(r.c, b, req, Tools{}, r.kw, Strict)
 	if err1 != nil || err2 != nil || p1 != n1 || p2 != n1 || !slices.Equal(pr1, pr2) {
 		t.Fatalf("prepares: %v %v", err1, err2)
 	}
@@ -153,14 +153,14 @@ func TestTreeMatcherModes(t *testing.T) {
 		{Strict, respelled, false}, {LooseToolCall, respelled, true}, {RoleContentOnly, respelled, true},
 		{LooseToolCall, bare, false}, {RoleContentOnly, bare, true},
 	} {
-		first, _ := c.RenderIDs([]Message{u}, nil, true, kw)
+		first, _ := c.RenderIDs([]Message{u}, Tools{}, true, kw)
 		out := ids(t, c, "<|observation|>")
 		rec := Record{PromptIDs: first, OutputIDs: out, LogProbs: []float64{0}}
 
 		var lin Trajectory
-		lin.Prepare(c, []Message{u}, nil, kw, tc.m)
+		lin.Prepare(c, []Message{u}, Tools{}, kw, tc.m)
 		lin.Commit([]Message{u}, stored, rec, 1)
-		if _, err := lin.Prepare(c, []Message{u, tc.replay, tool}, nil, kw, tc.m); err != nil {
+		if _, err := lin.Prepare(c, []Message{u, tc.replay, tool}, Tools{}, kw, tc.m); err != nil {
 			t.Fatal(err)
 		}
 		if got := lin.NumAssistant() == 1; got != tc.extends {
@@ -172,9 +172,9 @@ func TestTreeMatcherModes(t *testing.T) {
 
 		var tr Tree
 		b := tr.NewBranch("s")
-		p, prompt, _ := tr.Prepare(c, b, []Message{u}, nil, kw, tc.m)
+		p, prompt, _ := tr.Prepare(c, b, []Message{u}, Tools{}, kw, tc.m)
 		n, _ := tr.Commit(b, p, []Message{u}, stored, Record{PromptIDs: prompt, OutputIDs: out, LogProbs: []float64{0}}, 1, "")
-		at, _, err := tr.Prepare(c, b, []Message{u, tc.replay, tool}, nil, kw, tc.m)
+		at, _, err := tr.Prepare(c, b, []Message{u, tc.replay, tool}, Tools{}, kw, tc.m)
 		if err != nil || (at == n) != tc.extends || (!tc.extends && at != nil) {
 			t.Errorf("v2 %s: attached at %v (%v)", tc.m, at, err)
 		}
@@ -191,35 +191,35 @@ func TestCutShortRefused(t *testing.T) {
 	u := msg(t, `{"role":"user","content":"ls"}`)
 	cut, a1 := r.turn(b, []Message{u}, "on", "length", Strict)
 	more := []Message{u, a1, msg(t, `{"role":"user","content":"go on"}`)}
-	if _, _, err := r.tr.Prepare(r.c, b, more, nil, r.kw, Strict); !errors.Is(err, ErrCutShort) || b.Active != cut {
+	if _, _, err := r.tr.Prepare(r.c, b, more, Tools{}, r.kw, Strict); !errors.Is(err, ErrCutShort) || b.Active != cut {
 		t.Fatalf("extending a length cut: %v", err)
 	}
 	if _, err := r.tr.Fork(b, 1, "f"); !errors.Is(err, ErrCutShort) {
 		t.Fatalf("forking at a length cut: %v", err)
 	}
-	if at, _, err := r.tr.Prepare(r.c, b, []Message{u}, nil, r.kw, Strict); err != nil || at != nil {
+	if at, _, err := r.tr.Prepare(r.c, b, []Message{u}, Tools{}, r.kw, Strict); err != nil || at != nil {
 		t.Fatalf("retrying the cut turn: %v %v", at, err)
 	}
 	ab, a2 := r.turn(b, []Message{msg(t, `{"role":"user","content":"other"}`)}, "par", "abort", Strict)
-	if _, _, err := r.tr.Prepare(r.c, b, []Message{msg(t, `{"role":"user","content":"other"}`), a2, u}, nil, r.kw, Strict); !errors.Is(err, ErrCutShort) || ab.Children() != nil {
+	if _, _, err := r.tr.Prepare(r.c, b, []Message{msg(t, `{"role":"user","content":"other"}`), a2, u}, Tools{}, r.kw, Strict); !errors.Is(err, ErrCutShort) || ab.Children() != nil {
 		t.Fatalf("extending an aborted turn in a tree: %v", err)
 	}
 
 	var lin Trajectory
-	p, _ := lin.Prepare(r.c, []Message{u}, nil, r.kw, Strict)
+	p, _ := lin.Prepare(r.c, []Message{u}, Tools{}, r.kw, Strict)
 	out := ids(t, r.c, "par")
 	lin.Commit([]Message{u}, a1, Record{PromptIDs: p, OutputIDs: out, LogProbs: make([]float64, len(out)), FinishReason: "abort"}, 1)
-	if _, err := lin.Prepare(r.c, []Message{u, a1, msg(t, `{"role":"user","content":"go on"}`)}, nil, r.kw, Strict); !errors.Is(err, ErrCutShort) {
+	if _, err := lin.Prepare(r.c, []Message{u, a1, msg(t, `{"role":"user","content":"go on"}`)}, Tools{}, r.kw, Strict); !errors.Is(err, ErrCutShort) {
 		t.Fatalf("extending an aborted turn in a linear session: %v", err)
 	}
-	if _, err := lin.Prepare(r.c, []Message{u}, nil, r.kw, Strict); err != nil || lin.NumAssistant() != 0 {
+	if _, err := lin.Prepare(r.c, []Message{u}, Tools{}, r.kw, Strict); err != nil || lin.NumAssistant() != 0 {
 		t.Fatalf("retrying the aborted turn: %v", err)
 	}
 	// A linear session still extends a length cut, as Miles's v1 does.
 	var cutLin Trajectory
-	p, _ = cutLin.Prepare(r.c, []Message{u}, nil, r.kw, Strict)
+	p, _ = cutLin.Prepare(r.c, []Message{u}, Tools{}, r.kw, Strict)
 	cutLin.Commit([]Message{u}, a1, Record{PromptIDs: p, OutputIDs: out, LogProbs: make([]float64, len(out)), FinishReason: "length"}, 1)
-	if _, err := cutLin.Prepare(r.c, []Message{u, a1, msg(t, `{"role":"user","content":"go on"}`)}, nil, r.kw, Strict); err != nil {
+	if _, err := cutLin.Prepare(r.c, []Message{u, a1, msg(t, `{"role":"user","content":"go on"}`)}, Tools{}, r.kw, Strict); err != nil {
 		t.Fatalf("v1 extending a length cut: %v", err)
 	}
 }

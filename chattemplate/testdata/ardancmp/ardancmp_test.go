@@ -12,28 +12,28 @@ import (
 
 	ardan "github.com/ardanlabs/jinja"
 
-	"github.com/berth-sh/berth/chattemplate/internal/reftest"
 	"github.com/berth-sh/berth/chattemplate/jinja"
+	"github.com/berth-sh/berth/internal/testing/chatref"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 )
 
 // corpus is one family of cases.
 type corpus struct {
 	name  string
-	cases []reftest.Case
+	cases []chatref.Case
 }
 
 func corpora(t *testing.T) []corpus {
-	exprs := make([]reftest.Case, len(reftest.Expressions))
-	for i, e := range reftest.Expressions {
-		exprs[i] = reftest.Case{Template: e, Vars: json.RawMessage(reftest.ExpressionVars)}
+	exprs := make([]chatref.Case, len(chatref.Expressions))
+	for i, e := range chatref.Expressions {
+		exprs[i] = chatref.Case{Template: e, Vars: json.RawMessage(chatref.ExpressionVars)}
 	}
 	out := []corpus{{"expressions", exprs}}
-	src, special, err := reftest.HFTemplate(hfref.RequireQwen3(t))
+	src, special, err := chatref.HFTemplate(hfref.RequireQwen3(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	qwen, err := reftest.ChatCases(src, special, reftest.Conversations(3, 600))
+	qwen, err := chatref.ChatCases(src, special, chatref.Conversations(3, 600))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +48,14 @@ func corpora(t *testing.T) []corpus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	glmCases, err := reftest.ChatCases(glm, nil, reftest.Conversations(5, 600))
+	glmCases, err := chatref.ChatCases(glm, nil, chatref.Conversations(5, 600))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return append(out, corpus{"GLM-5.2 (ardanlabs/jinja testdata)", glmCases})
 }
 
-func berth(_ int, c reftest.Case) (string, error) {
+func berth(_ int, c chatref.Case) (string, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(c.Vars, &fields); err != nil {
 		return "", err
@@ -79,7 +79,7 @@ func berth(_ int, c reftest.Case) (string, error) {
 // counted as a failure to render).
 var panics int
 
-func ardanlabs(_ int, c reftest.Case) (out string, err error) {
+func ardanlabs(_ int, c chatref.Case) (out string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panics++
@@ -149,13 +149,13 @@ func decode(dec *json.Decoder) (ardan.Value, error) {
 func TestCounts(t *testing.T) {
 	engines := []struct {
 		name string
-		eng  reftest.Engine
+		eng  chatref.Engine
 	}{{"berth", berth}, {"ardanlabs/jinja v1.8.0", ardanlabs}}
 	for _, c := range corpora(t) {
 		refs := []struct {
 			name string
-			want []reftest.Answer
-		}{{"Python jinja2", reftest.Python(t, c.cases)}, {"@huggingface/jinja", reftest.JS(t, c.cases)}}
+			want []chatref.Answer
+		}{{"Python jinja2", chatref.Python(t, c.cases)}, {"@huggingface/jinja", chatref.JS(t, c.cases)}}
 		for _, r := range refs {
 			refFails := 0
 			for _, a := range r.want {
@@ -165,7 +165,7 @@ func TestCounts(t *testing.T) {
 			}
 			for _, e := range engines {
 				panics = 0
-				tally := reftest.Count(e.eng, c.cases, r.want)
+				tally := chatref.Count(e.eng, c.cases, r.want)
 				t.Logf("%-36s %-20s %-24s %v (reference fails on %d; panics %d)", c.name, r.name, e.name, tally, refFails, panics)
 				if testing.Verbose() {
 					for _, ex := range tally.Examples {

@@ -36,5 +36,5 @@
 // timeout ends the trial as AgentTimeoutError (a rollout's
 // TimeLimitExceeded).
 //
-// Import it from the CLI and from the rollout.
+// Import it from the CLI and from rollout/agents (a rollout's command agent).
 package command

@@ -29,6 +29,6 @@
 // generation time, tool time, retries) and the trajectory in Harbor's ATIF
 // (agent/trajectory.json, which berth view renders).
 //
-// Who imports it: cmd/berth (berth run -a terminus, berth rollout) and
-// rollouts written in Go.
+// Who imports it: cmd/berth (berth run -a terminus) and rollout/agents
+// (a rollout's terminus agent).
 package terminus

@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/berth-sh/berth/internal/apikeys"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/internal/testing/hfref"
 	"github.com/berth-sh/berth/serve"
-	"github.com/berth-sh/berth/serve/apikeys"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/engine"
 	"github.com/berth-sh/berth/session/testengine"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/berth-sh/berth/envd"
+	"github.com/berth-sh/berth/internal/dirfd"
 	"github.com/berth-sh/berth/internal/passwd"
 	"github.com/berth-sh/berth/providers/local/dockerfile"
 	"github.com/berth-sh/berth/sandbox/errdefs"
@@ -114,7 +114,7 @@ func (b *builder) copySource(ctx context.Context, croot *os.Root, in dockerfile.
 			}
 			target = path.Join(dest, sub)
 		}
-		mode := o.modeOr(envd.UnixMode(e.info.Mode()))
+		mode := o.modeOr(dirfd.UnixMode(e.info.Mode()))
 		switch {
 		case e.rel == src:
 			return b.tree.mkdirAll(dest, owner{uid: o.uid, gid: o.gid, mode: mode, hasMode: true})
@@ -134,7 +134,7 @@ func (b *builder) copyFile(croot *os.Root, src string, fi fs.FileInfo, target st
 		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer f.Close()
-	return b.tree.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(envd.UnixMode(fi.Mode())), hasMode: true}, fi.ModTime())
+	return b.tree.file(target, f, owner{uid: o.uid, gid: o.gid, mode: o.modeOr(dirfd.UnixMode(fi.Mode())), hasMode: true}, fi.ModTime())
 }
 
 // copyOwner reads --chown and --chmod. Names in --chown are looked up in

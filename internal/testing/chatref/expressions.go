@@ -1,4 +1,4 @@
-package reftest
+package chatref
 
 // ExpressionVars is the data every expression case renders with, as JSON.
 const ExpressionVars = `{

@@ -1,4 +1,4 @@
-package reftest
+package chatref
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package reftest
+package chatref
 
 import (
 	"bytes"
@@ -29,10 +29,10 @@ type Answer struct {
 	Err *string `json:"err"`
 }
 
-// script is the Python reference renderer, chattemplate/testdata/jinja2ref.py.
+// script is the Python reference renderer, jinja2ref.py beside this file.
 func script() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "jinja2ref.py")
+	return filepath.Join(filepath.Dir(file), "jinja2ref.py")
 }
 
 // RequirePython skips t unless python3 with jinja2 is installed, and returns
