@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/harbor/trial"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox"
 )
 
 // Config is a job's configuration, saved as config.json so that --resume
@@ -30,7 +30,7 @@ type Config struct {
 	NoDelete          bool `json:"no_delete,omitempty"`
 
 	// Limits override the provider's create limits from the registry.
-	Limits throttle.Limits `json:"limits"`
+	Limits sandbox.Limits `json:"limits"`
 	// TTLMargin is how long a sandbox may outlive its trial's limits
 	// (the registry entry's value unless set).
 	TTLMargin time.Duration `json:"ttl_margin,omitempty"`

@@ -17,7 +17,6 @@ import (
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 func readJSON(t testing.TB, p string, v any) {
@@ -46,8 +45,8 @@ func trialDirs(t *testing.T, jobDir string) []string {
 	return out
 }
 
-func fastLimits() throttle.Limits {
-	return throttle.Limits{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+func fastLimits() sandbox.Limits {
+	return sandbox.Limits{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 }
 
 func TestJobResults(t *testing.T) {
@@ -170,7 +169,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 	faults.Set(fakeprovider.Faults{FailCreate: sandbox.Errorf(sandbox.Unavailable, "down")})
 	res, _, err = job.Run(context.Background(), job.Config{
 		JobName: "jobretry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", MaxRetries: 2,
-		Limits:          throttle.Limits{Retries: -1},
+		Limits:          sandbox.Limits{Retries: -1},
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond,
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
