@@ -2,7 +2,6 @@ package fakeprovider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -59,18 +57,7 @@ func rel(p string) (string, error) {
 // mapErr classes host errors; os.Root's refusals (escapes, absolute links)
 // are InvalidArgument.
 func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return errdefs.Classify(errdefs.NotFound, err)
-	case errors.Is(err, fs.ErrExist):
-		return errdefs.Classify(errdefs.AlreadyExists, err)
-	case errors.Is(err, syscall.ENOSPC):
-		return errdefs.Classify(errdefs.ResourceExhausted, err)
-	default:
-		return errdefs.Classify(errdefs.InvalidArgument, err)
-	}
+	return errdefs.Classify(errdefs.InvalidArgument, errdefs.ClassifyErrno(err))
 }
 
 func (s *sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {
