@@ -13,7 +13,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
-	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // The values below are the facts file's table; change them only with it.
@@ -112,7 +111,7 @@ func daytona() registry.Entry {
 		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: "https://app.daytona.io/api", Path: "/sandbox"},
 		// Tier 1 allows 300 creates a minute; auto-stop must outlast the
 		// trial by 30 minutes or it lands mid-trial.
-		Limits:       throttle.Limits{CreatesPerSecond: 5},
+		Limits:       driver.Limits{CreatesPerSecond: 5},
 		TTLMargin:    30 * time.Minute,
 		Capabilities: daytonaprovider.Capabilities,
 		// Daytona builds it once ("FROM debian:bookworm-slim") and reuses the
@@ -166,7 +165,7 @@ func modal() registry.Entry {
 		Library:     "github.com/modal-labs/modal-client/go",
 		MinVersion:  "v0.11.1",
 		// The create rate users quote (5/s; more per account on request).
-		Limits:       throttle.Limits{CreatesPerSecond: 5},
+		Limits:       driver.Limits{CreatesPerSecond: 5},
 		Capabilities: modalprovider.Capabilities,
 		DefaultImage: "debian:bookworm-slim",
 		Open:         openModal,

@@ -13,7 +13,6 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
-	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // k8s is the Kubernetes entry. Its credential is the kubeconfig as kubectl
@@ -47,7 +46,7 @@ func k8s() registry.Entry {
 		// The API server takes far more, but every create is a pod
 		// scheduling and an image pull on some node: 20/s keeps a laptop's
 		// `berth run -n 500` from flooding a shared cluster.
-		Limits:       throttle.Limits{CreatesPerSecond: 20, CreateConcurrency: 32},
+		Limits:       driver.Limits{CreatesPerSecond: 20, CreateConcurrency: 32},
 		Capabilities: k8sprovider.ProviderCapabilities,
 		DefaultImage: "debian:bookworm-slim",
 		Open:         openK8s,

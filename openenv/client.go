@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // ClientOptions configure a Client. The zero value is OpenEnv's EnvClient
@@ -34,8 +35,9 @@ type ClientOptions struct {
 	// connection normally before answering. Zero: no retries. Miles waits
 	// 1800 s.
 	CapacityWait time.Duration
-	// CapacityBackoff is the range of the jittered pause between retries;
-	// default 1 s to 5 s.
+	// CapacityBackoff is the first pause between retries and the cap of
+	// the pauses, which double and are jittered by half (retry.Backoff);
+	// default 1 s and 5 s.
 	CapacityBackoff [2]time.Duration
 }
 
@@ -174,23 +176,17 @@ func (c *Client) roundTrip(ctx context.Context, msg any) (*Frame, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	deadline := time.Now().Add(c.opts.CapacityWait)
-	for {
-		fresh := c.conn == nil || !c.answered
-		f, err := c.once(ctx, b)
-		if err == nil || !fresh || !atCapacity(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return f, err
-		}
-		lo, hi := c.opts.CapacityBackoff[0], c.opts.CapacityBackoff[1]
-		pause := lo + rand.N(hi-lo+1)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
+	// Only a fresh session's first message is retried, and only while
+	// the server is at capacity: any other answer is the session's.
+	fresh := false
+	p := retry.Policy{
+		Budget: c.opts.CapacityWait, Base: c.opts.CapacityBackoff[0], Max: c.opts.CapacityBackoff[1],
+		Retryable: func(err error) bool { return fresh && atCapacity(err) },
 	}
+	return retry.Value(ctx, p, func(ctx context.Context) (*Frame, error) {
+		fresh = c.conn == nil || !c.answered
+		return c.once(ctx, b)
+	})
 }
 
 // atCapacity: the server said so, or closed a new session normally before

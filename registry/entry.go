@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/driver"
-	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 // Entry describes one provider as data.
@@ -43,7 +42,7 @@ type Entry struct {
 	Capabilities func() driver.Capabilities
 	// Limits are the provider's create limits (in flight, rate, live
 	// sandboxes, retries) that runners respect; users may override them.
-	Limits throttle.Limits
+	Limits driver.Limits
 	// TTLMargin is how long a runner lets a sandbox outlive its trial's own
 	// time limits (Daytona: 30 minutes, so auto-stop never lands mid-trial).
 	TTLMargin time.Duration

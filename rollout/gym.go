@@ -58,7 +58,9 @@ type GymConfig struct {
 	// (default 1 h); a sample past it is ABORTED.
 	SampleTimeout time.Duration
 	// Attempts of a /run that failed in transport or with a 5xx (default
-	// 3), BackoffMin..BackoffMax apart (uniform; default 1-5 s).
+	// 3). BackoffMin is the first wait between them and BackoffMax the
+	// cap of the waits, which double and are jittered by half
+	// (retry.Backoff; default 1 s and 5 s, NeMo Gym's own 1-5 s).
 	Attempts               int
 	BackoffMin, BackoffMax time.Duration
 	MaxReplyBytes          int64

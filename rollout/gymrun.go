@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/errdefs"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // GymError is the exception type of a sample whose /run got no usable
@@ -181,47 +181,50 @@ func gymErrorOf(md json.RawMessage) string {
 // its own: one Gym gave up on may hold turns of an episode without a reward.
 func (g *gymJob) episode(ctx context.Context, s gymSample, logf func(string, ...any)) gymEpisode {
 	var ep gymEpisode
-	for {
-		ep.attempts++
-		// Not cancelled half way: a session made on the server and never
-		// heard of here would outlive the rollout.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
-		id, err := g.opts.Sessions.Create(cctx)
-		cancel()
-		if err != nil {
-			ep.kind, ep.err = trial.ModelError, fmt.Errorf("opening a session: %w", err)
-			return ep
-		}
-		ep.session = id
-		if ctx.Err() != nil {
-			ep.kind, ep.err = trial.Cancelled, ctx.Err()
-			return ep
-		}
-		body, err := s.task.runBody(g.cfg.Sampling, g.policy.PolicyBaseURL(id), g.opts.Sessions.APIKey)
-		if err != nil {
-			ep.kind, ep.err = GymError, fmt.Errorf("the request body: %w", err)
-			return ep
-		}
-		ep.reply, ep.raw, err = g.post(ctx, body)
-		if err == nil {
-			ep.kind, ep.err = "", nil
-			return ep
-		}
-		ep.kind, ep.err = GymError, err
-		logf("/run attempt %d of %d: %v", ep.attempts, g.cfg.Attempts, err)
-		if !sandbox.Retryable(err) || ep.attempts >= g.cfg.Attempts || ctx.Err() != nil {
-			return ep
-		}
-		deleteSession(ctx, g.opts.Sessions, id, g.log)
-		ep.session = ""
-		g.count(func() { g.nRetry++ })
-		wait := g.cfg.BackoffMin + rand.N(g.cfg.BackoffMax-g.cfg.BackoffMin+1)
-		select {
-		case <-ctx.Done():
-			return ep
-		case <-time.After(wait):
-		}
+	p := retry.Policy{
+		Attempts: g.cfg.Attempts, Base: g.cfg.BackoffMin, Max: g.cfg.BackoffMax,
+		OnRetry: func(error, int, time.Duration) {
+			deleteSession(ctx, g.opts.Sessions, ep.session, g.log)
+			ep.session = ""
+			g.count(func() { g.nRetry++ })
+		},
 	}
+	_ = retry.Do(ctx, p, func(ctx context.Context) error { return g.try(ctx, s, &ep, logf) })
+	return ep
+}
+
+// try is one attempt of an episode, recorded in ep: a fresh session and
+// one /run. It returns the /run's failure for the retry to judge; a
+// failure before the /run is Permanent (never retried).
+func (g *gymJob) try(ctx context.Context, s gymSample, ep *gymEpisode, logf func(string, ...any)) error {
+	ep.attempts++
+	// Not cancelled half way: a session made on the server and never
+	// heard of here would outlive the rollout.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
+	id, err := g.opts.Sessions.Create(cctx)
+	cancel()
+	if err != nil {
+		ep.kind, ep.err = trial.ModelError, fmt.Errorf("opening a session: %w", err)
+		return sandbox.WithPermanent(ep.err)
+	}
+	ep.session = id
+	if ctx.Err() != nil {
+		ep.kind, ep.err = trial.Cancelled, ctx.Err()
+		return sandbox.WithPermanent(ep.err)
+	}
+	body, err := s.task.runBody(g.cfg.Sampling, g.policy.PolicyBaseURL(id), g.opts.Sessions.APIKey)
+	if err != nil {
+		ep.kind, ep.err = GymError, fmt.Errorf("the request body: %w", err)
+		return sandbox.WithPermanent(ep.err)
+	}
+	ep.reply, ep.raw, err = g.post(ctx, body)
+	if err == nil {
+		ep.kind, ep.err = "", nil
+		return nil
+	}
+	ep.kind, ep.err = GymError, err
+	logf("/run attempt %d of %d: %v", ep.attempts, g.cfg.Attempts, err)
+	return err
 }
 
 // post makes one POST /run and reads its answer, bounded. Transport

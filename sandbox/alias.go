@@ -20,6 +20,7 @@ type (
 	FileInfo     = driver.FileInfo
 	FileType     = driver.FileType
 	Capabilities = driver.Capabilities
+	Limits       = driver.Limits
 	ResourceMode = driver.ResourceMode
 	Class        = errdefs.Class
 	Error        = errdefs.Error

@@ -2,12 +2,9 @@ package localagent
 
 import (
 	"context"
-	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"syscall"
 
 	"github.com/berth-sh/berth/sandbox/errdefs"
 	"github.com/berth-sh/berth/sandbox/hosttar"
@@ -23,11 +20,11 @@ func extractTar(ctx context.Context, dir string, r io.Reader) error {
 		return errdefs.Errorf(errdefs.InvalidArgument, "directory %q is not absolute", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return classifyFS(err)
+		return errdefs.ClassifyErrno(err)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return classifyFS(err)
+		return errdefs.ClassifyErrno(err)
 	}
 	defer root.Close()
 	if _, err := hosttar.ExtractWith(ctx, root, r, hosttar.Options{WorldWritable: true}); err != nil {
@@ -47,7 +44,7 @@ func writeTar(ctx context.Context, p string, w io.Writer) error {
 	}
 	root, err := os.OpenRoot("/")
 	if err != nil {
-		return classifyFS(err)
+		return errdefs.ClassifyErrno(err)
 	}
 	defer root.Close()
 	name := path.Clean(p)
@@ -55,25 +52,4 @@ func writeTar(ctx context.Context, p string, w io.Writer) error {
 		name = "."
 	}
 	return hosttar.Write(ctx, w, root, name)
-}
-
-// classifyFS classes an error of the sandbox's file system that hosttar
-// did not class, as envd classes the same errors of its file calls.
-func classifyFS(err error) error {
-	switch {
-	case err == nil || errdefs.ClassOf(err) != errdefs.Unknown:
-		return err
-	case errors.Is(err, fs.ErrNotExist):
-		return errdefs.Classify(errdefs.NotFound, err)
-	case errors.Is(err, fs.ErrExist):
-		return errdefs.Classify(errdefs.AlreadyExists, err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		return errdefs.Classify(errdefs.Unauthenticated, err)
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return errdefs.Classify(errdefs.ResourceExhausted, err)
-	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ELOOP),
-		errors.Is(err, syscall.ENAMETOOLONG):
-		return errdefs.Classify(errdefs.InvalidArgument, err)
-	}
-	return err
 }

@@ -88,13 +88,13 @@ func (c TreeClient) do(ctx context.Context, op string, req *http.Request) (*http
 	}
 	defer res.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(res.Body, maxErrMsg))
-	class, ok := classNamed(res.Header.Get(errClassHeader))
-	if !ok {
+	if _, ok := classNamed(res.Header.Get(errClassHeader)); !ok {
 		// Not this agent's answer: one that predates TreePath answers with
 		// envd's 404 for unknown routes.
 		return nil, errdefs.Errorf(errdefs.NotSupported, "%s: the sandbox's agent has no tree route (%s: %s)", op, res.Status, strings.TrimSpace(string(msg)))
 	}
-	return nil, errdefs.Errorf(class, "%s: %s", op, msg)
+	// The status is the class's in the one table, Permanent included.
+	return nil, errdefs.HTTPError(res.StatusCode, res.Header, fmt.Errorf("%s: %s", op, msg))
 }
 
 // treeBody reads a download: a cut archive is the error the trailers

@@ -146,25 +146,13 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// statusOf is the HTTP status of a class, for people reading the wire; the
-// client goes by errClassHeader.
-var statusOf = map[errdefs.Class]int{
-	errdefs.NotFound:          http.StatusNotFound,
-	errdefs.AlreadyExists:     http.StatusConflict,
-	errdefs.InvalidArgument:   http.StatusBadRequest,
-	errdefs.Unauthenticated:   http.StatusForbidden,
-	errdefs.ResourceExhausted: http.StatusInsufficientStorage,
-	errdefs.Unavailable:       http.StatusServiceUnavailable,
-	errdefs.DeadlineExceeded:  http.StatusGatewayTimeout,
-	errdefs.NotSupported:      http.StatusMethodNotAllowed,
-}
-
+// writeError answers err with the status of its class in the one table
+// (errdefs.HTTPStatus: a full disk, a Permanent ResourceExhausted, is
+// 507), which the client reads back; errClassHeader names the class too,
+// and marks the answer as this agent's.
 func writeError(w http.ResponseWriter, err error) {
 	class := errdefs.ClassOf(err)
-	status, ok := statusOf[class]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := errdefs.HTTPStatus(err)
 	h := w.Header()
 	h.Del("Trailer")
 	h.Set(errClassHeader, class.String())

@@ -6,7 +6,7 @@ import (
 
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/results/layout"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox"
 )
 
 // Config is a job's configuration, saved as config.json so that --resume
@@ -16,7 +16,7 @@ type Config struct {
 	layout.JobConfig
 	trial.Overrides `json:"overrides"`
 	// Limits override the provider's create limits from the registry.
-	Limits throttle.Limits `json:"limits"`
+	Limits sandbox.Limits `json:"limits"`
 }
 
 func (c *Config) defaults() {

@@ -11,7 +11,7 @@ import (
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/harbor/trial"
 	"github.com/berth-sh/berth/results/layout"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox"
 )
 
 // TestConfigFile pins config.json across the split of job.Config into
@@ -26,7 +26,7 @@ func TestConfigFile(t *testing.T) {
 			TimeoutMultiplier: 1.5, NoDelete: true, TTLMargin: time.Minute, SandboxTTL: time.Hour,
 			RetryBackoffMin: time.Second, RetryBackoffMax: 2 * time.Second, MaxDownloadMB: 7},
 		Overrides: trial.Overrides{CPUs: 2, MemoryMB: 512, StorageMB: 1024},
-		Limits:    throttle.Limits{CreateConcurrency: 3, MaxLive: 9},
+		Limits:    sandbox.Limits{CreateConcurrency: 3, MaxLive: 9},
 	}
 	b, err := json.Marshal(in)
 	if err != nil {

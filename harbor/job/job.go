@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/retry"
 	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
@@ -131,21 +133,9 @@ func (j *Job) run(ctx context.Context) (*layout.JobResult, *Summary, error) {
 	}
 	j.dataset = filepath.Base(j.cfg.TasksPath)
 
-	tasks, err := task.LoadDir(j.cfg.TasksPath)
+	selected, err := j.selectTasks()
 	if err != nil {
-		return nil, nil, sandbox.Classify(sandbox.InvalidArgument, err)
-	}
-	var selected []*task.Task
-	for _, t := range tasks {
-		if j.cfg.selected(t.Name) {
-			selected = append(selected, t)
-		}
-	}
-	if j.cfg.NTasks > 0 && len(selected) > j.cfg.NTasks {
-		selected = selected[:j.cfg.NTasks]
-	}
-	if len(selected) == 0 {
-		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, "no tasks under %s match the filters", j.cfg.TasksPath)
+		return nil, nil, err
 	}
 	if j.opts.Hooks == nil {
 		if _, err := agent.New(j.cfg.Agent); err != nil {
@@ -178,6 +168,46 @@ func (j *Job) run(ctx context.Context) (*layout.JobResult, *Summary, error) {
 	j.emit(Event{Type: EventJobStarted, Job: j.cfg.JobName, Total: j.res.NTotalTrials, Done: len(j.done)})
 	j.update(len(queue), 0, false)
 
+	cancelled := j.runQueue(ctx, prov, gate, margin, queue)
+	j.mu.Lock()
+	j.res.Stats.NCancelled += cancelled
+	j.mu.Unlock()
+	j.update(0, 0, true)
+	sum := j.summary()
+	j.emit(Event{Type: EventJobFinished, Job: j.cfg.JobName, Total: j.res.NTotalTrials, Done: len(j.done), Summary: sum})
+	j.log.Info("job finished", "completed", j.res.Stats.NCompleted, "errored", j.res.Stats.NErrored, "cancelled", j.res.Stats.NCancelled, "mean_reward", sum.MeanReward)
+	res := j.res
+	if ctx.Err() != nil {
+		return &res, sum, ctx.Err()
+	}
+	return &res, sum, nil
+}
+
+// selectTasks loads the tasks under TasksPath and keeps those the
+// filters select, at most NTasks.
+func (j *Job) selectTasks() ([]*task.Task, error) {
+	tasks, err := task.LoadDir(j.cfg.TasksPath)
+	if err != nil {
+		return nil, sandbox.Classify(sandbox.InvalidArgument, err)
+	}
+	var selected []*task.Task
+	for _, t := range tasks {
+		if j.cfg.selected(t.Name) {
+			selected = append(selected, t)
+		}
+	}
+	if j.cfg.NTasks > 0 && len(selected) > j.cfg.NTasks {
+		selected = selected[:j.cfg.NTasks]
+	}
+	if len(selected) == 0 {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "no tasks under %s match the filters", j.cfg.TasksPath)
+	}
+	return selected, nil
+}
+
+// runQueue runs the queue's trials NConcurrent at a time until it is done
+// or ctx ends, and returns how many it never started.
+func (j *Job) runQueue(ctx context.Context, prov *sandbox.Provider, gate *throttle.Gate, margin time.Duration, queue []planned) int {
 	work := make(chan planned)
 	var wg sync.WaitGroup
 	var running sync.Mutex
@@ -214,21 +244,10 @@ feed:
 	running.Lock()
 	cancelled := nPending
 	running.Unlock()
-	j.mu.Lock()
-	j.res.Stats.NCancelled += cancelled
-	j.mu.Unlock()
-	j.update(0, 0, true)
-	sum := j.summary()
-	j.emit(Event{Type: EventJobFinished, Job: j.cfg.JobName, Total: j.res.NTotalTrials, Done: len(j.done), Summary: sum})
-	j.log.Info("job finished", "completed", j.res.Stats.NCompleted, "errored", j.res.Stats.NErrored, "cancelled", j.res.Stats.NCancelled, "mean_reward", sum.MeanReward)
-	res := j.res
-	if ctx.Err() != nil {
-		return &res, sum, ctx.Err()
-	}
-	return &res, sum, nil
+	return cancelled
 }
 
-func mergeLimits(base *throttle.Limits, o throttle.Limits) {
+func mergeLimits(base *sandbox.Limits, o sandbox.Limits) {
 	if o.CreateConcurrency > 0 {
 		base.CreateConcurrency = o.CreateConcurrency
 	}
@@ -314,55 +333,90 @@ func readTrialResult(dir string) (*trial.Result, error) {
 	return &r, nil
 }
 
+// runTrial runs a planned trial, and runs it again while its failure is
+// retryable (trial.Result.Retryable: the class of an infrastructure
+// failure), at most MaxRetries times, RetryBackoffMin..RetryBackoffMax
+// apart (sandbox/retry).
 func (j *Job) runTrial(ctx context.Context, prov *sandbox.Provider, gate *throttle.Gate, margin time.Duration, p planned) {
-	for try := 0; ; try++ {
-		if ctx.Err() != nil {
-			j.mu.Lock()
-			j.res.Stats.NCancelled++
-			j.mu.Unlock()
-			return
-		}
-		id := shortID()
-		name := trialName(p.task, id)
-		info := TrialInfo{Name: name, Dir: filepath.Join(j.dir, name), Task: p.task, Attempt: p.attempt, Try: try}
-		ag := j.agentFor(ctx, info)
-		o := trial.Options{
-			Task: p.task, Provider: prov, Agent: ag,
-			Dir: filepath.Join(j.dir, name), TrialName: name, ID: newUUID(),
-			JobID: j.cfg.JobName, Attempt: p.attempt,
-			Timeouts:  trial.Timeouts{Multiplier: j.cfg.TimeoutMultiplier},
-			Overrides: j.cfg.Overrides, TTLMargin: margin, TTL: j.cfg.SandboxTTL, NoDelete: j.cfg.NoDelete,
-			Gate: gate, MaxDownloadBytes: int64(j.cfg.MaxDownloadMB) << 20,
-			Events: func(e trial.Event) {
-				ev := Event{Type: EventPhase, Job: j.cfg.JobName, Trial: e.Trial, Task: p.task.Name, Phase: e.Phase, PhaseDone: e.Done, Seconds: e.Duration.Seconds()}
-				if e.Err != nil {
-					ev.Error = e.Err.Error()
-				}
-				j.emit(ev)
-			},
-		}
-		j.emit(Event{Type: EventTrialStarted, Job: j.cfg.JobName, Trial: name, Task: p.task.Name})
-		tctx, stop := ctx, func() {}
-		if tc, ok := j.opts.Hooks.(TrialContexter); ok {
-			tctx, stop = tc.TrialContext(ctx, info, ag)
-		}
-		res := trial.Run(tctx, o)
-		if j.opts.Hooks != nil {
-			j.opts.Hooks.Finished(tctx, info, ag, res)
-		}
-		stop()
-		if res.Retryable() && try < j.cfg.MaxRetries && ctx.Err() == nil {
-			j.log.Warn("retrying trial", "trial", name, "exception", res.ExceptionInfo.ExceptionMessage)
-			_ = os.RemoveAll(o.Dir)
+	if ctx.Err() != nil {
+		j.cancelled()
+		return
+	}
+	var res *trial.Result
+	var dir string
+	try, waiting := 0, false
+	policy := retry.Policy{
+		Attempts: j.cfg.MaxRetries + 1, Base: j.cfg.RetryBackoffMin, Max: j.cfg.RetryBackoffMax,
+		Retryable: func(error) bool { return res.Retryable() },
+		OnRetry: func(error, int, time.Duration) {
+			j.log.Warn("retrying trial", "trial", res.TrialName, "exception", res.ExceptionInfo.ExceptionMessage)
+			_ = os.RemoveAll(dir)
 			j.mu.Lock()
 			j.res.Stats.NRetries++
 			j.mu.Unlock()
-			_ = throttle.Sleep(ctx, throttle.Backoff(try+1, j.cfg.RetryBackoffMin, j.cfg.RetryBackoffMax))
-			continue // a cancelled sleep ends at the ctx check above
+			waiting = true
+		},
+	}
+	_ = retry.Do(ctx, policy, func(ctx context.Context) error {
+		waiting = false
+		res, dir = j.tryTrial(ctx, prov, gate, margin, p, try)
+		try++
+		if res.ExceptionInfo != nil {
+			return errTrialFailed
 		}
-		j.finish(res)
+		return nil
+	})
+	if waiting {
+		j.cancelled() // the wait for another try was cut short
 		return
 	}
+	j.finish(res)
+}
+
+// errTrialFailed stands for a failed try in runTrial's retries; the
+// trial's result says whether it is retried.
+var errTrialFailed = errors.New("trial failed")
+
+// cancelled counts a trial that the job's end stopped before it finished.
+func (j *Job) cancelled() {
+	j.mu.Lock()
+	j.res.Stats.NCancelled++
+	j.mu.Unlock()
+}
+
+// tryTrial runs one try of a planned trial in a directory of its own,
+// which it returns with the result.
+func (j *Job) tryTrial(ctx context.Context, prov *sandbox.Provider, gate *throttle.Gate, margin time.Duration, p planned, try int) (*trial.Result, string) {
+	id := shortID()
+	name := trialName(p.task, id)
+	info := TrialInfo{Name: name, Dir: filepath.Join(j.dir, name), Task: p.task, Attempt: p.attempt, Try: try}
+	ag := j.agentFor(ctx, info)
+	o := trial.Options{
+		Task: p.task, Provider: prov, Agent: ag,
+		Dir: filepath.Join(j.dir, name), TrialName: name, ID: newUUID(),
+		JobID: j.cfg.JobName, Attempt: p.attempt,
+		Timeouts:  trial.Timeouts{Multiplier: j.cfg.TimeoutMultiplier},
+		Overrides: j.cfg.Overrides, TTLMargin: margin, TTL: j.cfg.SandboxTTL, NoDelete: j.cfg.NoDelete,
+		Gate: gate, MaxDownloadBytes: int64(j.cfg.MaxDownloadMB) << 20,
+		Events: func(e trial.Event) {
+			ev := Event{Type: EventPhase, Job: j.cfg.JobName, Trial: e.Trial, Task: p.task.Name, Phase: e.Phase, PhaseDone: e.Done, Seconds: e.Duration.Seconds()}
+			if e.Err != nil {
+				ev.Error = e.Err.Error()
+			}
+			j.emit(ev)
+		},
+	}
+	j.emit(Event{Type: EventTrialStarted, Job: j.cfg.JobName, Trial: name, Task: p.task.Name})
+	tctx, stop := ctx, func() {}
+	if tc, ok := j.opts.Hooks.(TrialContexter); ok {
+		tctx, stop = tc.TrialContext(ctx, info, ag)
+	}
+	res := trial.Run(tctx, o)
+	if j.opts.Hooks != nil {
+		j.opts.Hooks.Finished(tctx, info, ag, res)
+	}
+	stop()
+	return res, o.Dir
 }
 
 func (j *Job) finish(r *trial.Result) {

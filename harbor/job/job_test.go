@@ -18,7 +18,6 @@ import (
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
 )
 
 func readJSON(t testing.TB, p string, v any) {
@@ -47,8 +46,8 @@ func trialDirs(t *testing.T, jobDir string) []string {
 	return out
 }
 
-func fastLimits() throttle.Limits {
-	return throttle.Limits{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+func fastLimits() sandbox.Limits {
+	return sandbox.Limits{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 }
 
 func TestJobResults(t *testing.T) {
@@ -168,7 +167,7 @@ func TestInfraErrorsRetried(t *testing.T) {
 	// Transient failures that outlast the gate are retried by the job.
 	faults.Set(fakeprovider.Faults{FailCreate: sandbox.Errorf(sandbox.Unavailable, "down")})
 	res, _, err = job.Run(context.Background(), job.Config{
-		JobConfig: layout.JobConfig{JobName: "jobretry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", MaxRetries: 2, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond}, Limits: throttle.Limits{Retries: -1},
+		JobConfig: layout.JobConfig{JobName: "jobretry", JobsDir: t.TempDir(), TasksPath: tasks, Backend: "fake", MaxRetries: 2, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond}, Limits: sandbox.Limits{Retries: -1},
 	}, job.Options{Registry: reg, Env: harbortest.Env(t)})
 	if err != nil {
 		t.Fatal(err)

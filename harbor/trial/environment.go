@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/harbor/task"
 	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // maxTTL caps the sandbox lifetime of a trial whose phases have no limit.
@@ -202,7 +202,7 @@ func healthcheck(ctx context.Context, sb *sandbox.Sandbox, t *task.Task) error {
 		retries = *hc.Retries
 	}
 	if hc.StartPeriodSec != nil {
-		if err := throttle.Sleep(ctx, time.Duration(*hc.StartPeriodSec*float64(time.Second))); err != nil {
+		if err := retry.Sleep(ctx, time.Duration(*hc.StartPeriodSec*float64(time.Second))); err != nil {
 			return err
 		}
 	}
@@ -216,7 +216,7 @@ func healthcheck(ctx context.Context, sb *sandbox.Sandbox, t *task.Task) error {
 		if err == nil {
 			last = sandbox.Errorf(sandbox.Unknown, "healthcheck exited %d: %s", code, out)
 		}
-		if err := throttle.Sleep(ctx, interval); err != nil {
+		if err := retry.Sleep(ctx, interval); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // Sandbox states, as the API spells them.
@@ -160,7 +160,7 @@ func (p *Provider) waitState(ctx context.Context, id string, ok func(string) boo
 		if ok(sb.State) {
 			return sb, nil
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := retry.Sleep(ctx, interval); err != nil {
 			return sb, fmt.Errorf("waiting for sandbox %s (state %s): %w", id, sb.State, err)
 		}
 		interval = min(interval*3/2, p.opts.PollMax)
@@ -314,6 +314,3 @@ func parseTime(s string) time.Time {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// sleep waits d or until ctx ends.
-var sleep = throttle.Sleep

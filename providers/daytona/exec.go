@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // splitHeader asks the toolbox for the raw log, stdout and stderr lines
@@ -265,7 +266,7 @@ func (pr *process) follow(d *demux) (int, error) {
 			return -1, err
 		}
 		if exit == nil {
-			if err := sleep(pr.ctx, poll); err != nil {
+			if err := retry.Sleep(pr.ctx, poll); err != nil {
 				return -1, err
 			}
 			poll = min(poll*3/2, opts.PollMax)

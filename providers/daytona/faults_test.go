@@ -96,7 +96,7 @@ func TestCreateRateLimitGoesToTheGate(t *testing.T) {
 	}
 
 	srv.RateLimit(http.MethodPost, "/api/sandbox", 1, "sandbox-create", 1)
-	g := throttle.New(throttle.Limits{Retries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	g := throttle.New(sandbox.Limits{Retries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	defer g.Close()
 	sb, release, err := g.Create(t.Context(), p, spec)
 	if err != nil {
@@ -129,7 +129,7 @@ func TestQuotaIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	g := throttle.New(throttle.Limits{Retries: 5, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	g := throttle.New(sandbox.Limits{Retries: 5, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	defer g.Close()
 	_, _, err = g.Create(t.Context(), p, big)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.Retryable(err) {

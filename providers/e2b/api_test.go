@@ -105,7 +105,7 @@ func TestCreateThrottle(t *testing.T) {
 	f.mu.Lock()
 	f.throttle = 1
 	f.mu.Unlock()
-	g := throttle.New(throttle.Limits{})
+	g := throttle.New(sandbox.Limits{})
 	defer g.Close()
 	sb, release, err := g.Create(ctx, p, sandbox.Spec{Image: "base"})
 	if err != nil {

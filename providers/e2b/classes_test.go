@@ -62,7 +62,7 @@ func TestClassesSurviveServe(t *testing.T) {
 			}
 			p := sandbox.NewProvider("e2b", d)
 			defer p.Close()
-			g := throttle.New(throttle.Limits{Retries: 3, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+			g := throttle.New(sandbox.Limits{Retries: 3, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 			defer g.Close()
 			_, _, err = g.Create(testCtx(t), p, sandbox.Spec{Image: "base"})
 			if sandbox.ClassOf(err) != tc.class {

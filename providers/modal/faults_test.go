@@ -77,7 +77,7 @@ func TestThrottleRetriedByGateAfterAdvisedWait(t *testing.T) {
 	}
 
 	srv.Throttle("SandboxCreateV2", 2, advised)
-	gate := throttle.New(throttle.Limits{BackoffBase: time.Hour, BackoffMax: time.Hour})
+	gate := throttle.New(sandbox.Limits{BackoffBase: time.Hour, BackoffMax: time.Hour})
 	defer gate.Close()
 	before := len(srv.Calls("SandboxCreateV2"))
 	sb, release, err := gate.Create(ctx, p, sandbox.Spec{Image: testImage})
@@ -100,7 +100,7 @@ func TestQuotaNotRetried(t *testing.T) {
 	srv.Quota("SandboxCreateV2", -1, msg)
 	p := sandbox.NewProvider("modal", openDriver(t, srv, nil))
 	defer p.Close()
-	gate := throttle.New(throttle.Limits{BackoffBase: time.Millisecond})
+	gate := throttle.New(sandbox.Limits{BackoffBase: time.Millisecond})
 	defer gate.Close()
 	_, _, err := gate.Create(t.Context(), p, sandbox.Spec{Image: testImage})
 	if !errors.Is(err, sandbox.ErrResourceExhausted) || sandbox.Retryable(err) {

@@ -48,12 +48,16 @@ func HTTPStatus(err error) int {
 	return httpStatuses[c]
 }
 
-// ClassOfHTTPStatus is the class of a failed HTTP answer. Statuses that no
+// ClassOfHTTPStatus is the class of a failed HTTP answer, whoever answered
+// (berth's own servers, E2B, Daytona, an image registry). Statuses that no
 // class answers with are read by their meaning: 410 is gone (NotFound),
 // 408 a timeout, 405 a missing method (NotSupported), other 4xx the
 // caller's mistake, other 5xx a server that may recover (Unavailable).
 // 500 is Unknown: a server that failed without saying why gives no reason
-// to try again.
+// to try again, and it is what berth's servers answer for an Unknown
+// error, so reading it as Unavailable would retry every unclassified
+// failure. A client whose transport retries a 500 itself (a registry's,
+// in go-containerregistry) has done so before the status is read here.
 func ClassOfHTTPStatus(status int) Class {
 	switch status {
 	case http.StatusNotFound, http.StatusGone:
@@ -194,8 +198,14 @@ func ClassOfRPCCode(code uint32) Class {
 	return Unknown
 }
 
-// errnoClasses maps the errnos of host file and process calls onto
-// classes. Permanent ones are in errnoPermanent.
+// errnoClasses is the one mapping of the errnos of host file and process
+// calls onto classes; every route that meets an errno (envd's file calls,
+// the agent's tree upload, hosttar, the image unpacker) classes it here.
+// A refused permission (EACCES, EPERM, EROFS) is Unauthenticated, not
+// InvalidArgument: the path and the request are well formed, the caller
+// may not write there (another user may), and it goes on the wire as 403 /
+// PermissionDenied, as envd answers it. The Permanent ones are named in
+// ClassifyErrno.
 var errnoClasses = []struct {
 	errno syscall.Errno
 	class Class
@@ -232,9 +242,12 @@ var errnoClasses = []struct {
 
 // ClassifyErrno classes err by the errno in its tree (fs.ErrNotExist and
 // the like are errnos underneath). A full disk or quota (ENOSPC, EDQUOT)
-// is a Permanent ResourceExhausted; a shortage that passes (EMFILE, EAGAIN,
-// ENOMEM) is a retryable one. An err that already has a class, or holds
-// no errno of the table, is returned as it is.
+// is a Permanent ResourceExhausted: the space is held by what the sandbox
+// itself wrote, so waiting does not free it and a retry (a gate's eight)
+// would only fill it again; on the wire it is 507, read back as Permanent.
+// A shortage that passes (EMFILE, EAGAIN, ENOMEM) is a retryable one. An
+// err that already has a class, or holds no errno of the table, is
+// returned as it is.
 func ClassifyErrno(err error) error {
 	if err == nil || ClassOf(err) != Unknown {
 		return err

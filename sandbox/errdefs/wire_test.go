@@ -78,6 +78,12 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// TestClassifyErrno: the one errno table. The rows where the tables it
+// replaced disagreed: EACCES is Unauthenticated (hosttar and the fake
+// said InvalidArgument), and ENOSPC and EDQUOT are Permanent (hosttar,
+// the agent's tree route, the image unpacker and the fake said
+// retryable); providers/local TestOneClassPerErrnoOnEveryRoute checks the
+// routes.
 func TestClassifyErrno(t *testing.T) {
 	for _, tc := range []struct {
 		err       error
@@ -89,6 +95,7 @@ func TestClassifyErrno(t *testing.T) {
 		{fs.ErrExist, AlreadyExists, false},
 		{syscall.ENOTEMPTY, AlreadyExists, false},
 		{syscall.EACCES, Unauthenticated, false},
+		{syscall.EROFS, Unauthenticated, false},
 		{syscall.ENOSPC, ResourceExhausted, true},
 		{syscall.EDQUOT, ResourceExhausted, true},
 		{syscall.EMFILE, ResourceExhausted, false},

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -258,10 +257,8 @@ func (x *extractor) file(name string, r io.Reader, mode uint32) error {
 		if c := errdefs.ClassOf(err); c != errdefs.Unknown {
 			return err
 		}
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return errdefs.Classify(errdefs.ResourceExhausted, fmt.Errorf("writing %q: %w", name, err))
-		}
-		return errdefs.Classify(errdefs.Unavailable, fmt.Errorf("writing %q: %w", name, err))
+		// A write the errno table does not class (EIO) may pass.
+		return errdefs.Classify(errdefs.Unavailable, errdefs.ClassifyErrno(fmt.Errorf("writing %q: %w", name, err)))
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -78,22 +77,11 @@ func (x *extractor) readlink(p string) (string, error) {
 	return d.Readlink(base)
 }
 
-// classifyFS maps host file system errors onto the error classes.
+// classifyFS classes a host file system error by its errno, in the one
+// table (errdefs.ClassifyErrno: a permission refused is Unauthenticated, a
+// full disk Permanent). An error the table does not class (os.Root's
+// refusal of an escape, a name it will not take) is the archive's or the
+// path's doing: InvalidArgument.
 func classifyFS(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errdefs.ClassOf(err) != errdefs.Unknown:
-		return err
-	case errors.Is(err, fs.ErrNotExist):
-		return errdefs.Classify(errdefs.NotFound, err)
-	case errors.Is(err, fs.ErrExist):
-		return errdefs.Classify(errdefs.AlreadyExists, err)
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return errdefs.Classify(errdefs.ResourceExhausted, err)
-	default:
-		// Escapes from the root, permission errors and type mismatches are
-		// all the caller's archive or path being wrong.
-		return errdefs.Classify(errdefs.InvalidArgument, err)
-	}
+	return errdefs.Classify(errdefs.InvalidArgument, errdefs.ClassifyErrno(err))
 }

@@ -2,26 +2,14 @@ package throttle
 
 import (
 	"context"
-	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
-// Limits configure a Gate. Zero values take the defaults from the facts the
-// layer follows: 4 creates in flight, 8 retries, backoff
-// min(30 s, 2 s * 2^(n-1)) * (0.5 + rand).
-type Limits struct {
-	CreateConcurrency int           // creates in flight at once
-	CreatesPerSecond  float64       // 0: no rate limit
-	MaxLive           int           // sandboxes alive at once; 0: no cap
-	Retries           int           // retries of a retryable create failure; <0: none
-	BackoffBase       time.Duration // first backoff (2 s)
-	BackoffMax        time.Duration // backoff ceiling (30 s)
-}
-
-func (l Limits) withDefaults() Limits {
+// withDefaults fills the zero fields of l (see driver.Limits).
+func withDefaults(l sandbox.Limits) sandbox.Limits {
 	if l.CreateConcurrency <= 0 {
 		l.CreateConcurrency = 4
 	}
@@ -42,7 +30,7 @@ func (l Limits) withDefaults() Limits {
 
 // Gate admits creates on one provider. It is safe for concurrent use.
 type Gate struct {
-	l        Limits
+	l        sandbox.Limits
 	creating chan struct{}
 	live     chan struct{} // nil when unbounded
 	ticks    chan struct{} // nil when no rate limit
@@ -50,8 +38,8 @@ type Gate struct {
 }
 
 // New returns a Gate; Close stops its rate ticker.
-func New(l Limits) *Gate {
-	l = l.withDefaults()
+func New(l sandbox.Limits) *Gate {
+	l = withDefaults(l)
 	g := &Gate{l: l, creating: make(chan struct{}, l.CreateConcurrency), stop: make(chan struct{})}
 	if l.MaxLive > 0 {
 		g.live = make(chan struct{}, l.MaxLive)
@@ -103,21 +91,15 @@ func (g *Gate) Create(ctx context.Context, p *sandbox.Provider, spec sandbox.Spe
 			}
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		sb, err = g.createOnce(ctx, p, spec)
-		if err == nil {
-			return sb, release, nil
-		}
-		if attempt >= g.l.Retries || !sandbox.Retryable(err) || ctx.Err() != nil {
-			release()
-			return nil, nil, err
-		}
-		// The slot is free while we wait: other creates may go.
-		if werr := Sleep(ctx, g.backoff(attempt+1, err)); werr != nil {
-			release()
-			return nil, nil, errors.Join(err, werr)
-		}
+	// The creating slot is free while the retry waits: other creates may
+	// go. The live slot is kept: the sandbox is still wanted.
+	sb, err = retry.Value(ctx, retry.Policy{Attempts: g.l.Retries + 1, Base: g.l.BackoffBase, Max: g.l.BackoffMax},
+		func(ctx context.Context) (*sandbox.Sandbox, error) { return g.createOnce(ctx, p, spec) })
+	if err != nil {
+		release()
+		return nil, nil, err
 	}
+	return sb, release, nil
 }
 
 func (g *Gate) createOnce(ctx context.Context, p *sandbox.Provider, spec sandbox.Spec) (*sandbox.Sandbox, error) {
@@ -135,35 +117,4 @@ func (g *Gate) createOnce(ctx context.Context, p *sandbox.Provider, spec sandbox
 	}
 	defer func() { <-g.creating }()
 	return p.Create(ctx, spec)
-}
-
-// backoff is the provider's advised wait when its error carries one
-// (errdefs.Error.RetryAfter), else the jittered exponential backoff.
-func (g *Gate) backoff(n int, err error) time.Duration {
-	if d := sandbox.RetryAfterOf(err); d > 0 {
-		return d
-	}
-	return Backoff(n, g.l.BackoffBase, g.l.BackoffMax)
-}
-
-// Backoff is min(max, base*2^(n-1)) * (0.5 + rand) for the n-th retry.
-func Backoff(n int, base, max time.Duration) time.Duration {
-	d := base << min(n-1, 30)
-	if d > max || d <= 0 {
-		d = max
-	}
-	return time.Duration(float64(d) * (0.5 + rand.Float64()))
-}
-
-// Sleep waits d or until ctx ends, whichever is first; it returns ctx's
-// error when ctx ended.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // bootShell starts bash when the image has it, else sh, with stderr merged
@@ -209,7 +209,7 @@ func (p *pipe) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 	}
 	if seen, _, _ := p.out.state(); seen >= p.sent {
 		// Nothing runs: the keys went to the shell's line, give output a moment.
-		return true, throttle.Sleep(ctx, min(wait, 50*time.Millisecond))
+		return true, retry.Sleep(ctx, min(wait, 50*time.Millisecond))
 	}
 	return p.waitIdle(ctx, wait)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox"
-	"github.com/berth-sh/berth/sandbox/throttle"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 type tmux struct {
@@ -84,7 +84,7 @@ func (t *tmux) Send(ctx context.Context, keys string, wait time.Duration) (bool,
 	case interrupt:
 		return t.waitLine(ctx, wait, typeAgain)
 	case t.seen >= t.sent:
-		return true, throttle.Sleep(ctx, min(wait, 50*time.Millisecond))
+		return true, retry.Sleep(ctx, min(wait, 50*time.Millisecond))
 	}
 	return t.waitLine(ctx, wait, typeNone) // keys for what runs
 }

@@ -33,10 +33,7 @@ func (s *sandbox) live() error {
 // mapErr classes the engine's errors by their errno; what has none
 // (escapes, relative paths, a FIFO to read) is InvalidArgument.
 func mapErr(err error) error {
-	if err = errdefs.ClassifyErrno(err); err != nil && errdefs.ClassOf(err) == errdefs.Unknown {
-		return errdefs.Classify(errdefs.InvalidArgument, err)
-	}
-	return err
+	return errdefs.Classify(errdefs.InvalidArgument, errdefs.ClassifyErrno(err))
 }
 
 func (s *sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode uint32) error {

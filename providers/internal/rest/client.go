@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/sandbox/errdefs"
+	"github.com/berth-sh/berth/sandbox/retry"
 )
 
 // Defaults of Options.
@@ -54,7 +55,8 @@ type Options struct {
 	// itself; a longer one returns the error. 0 means DefaultMaxRetryWait.
 	MaxRetryWait time.Duration
 	// BackoffBase and BackoffMax bound the wait when the server advised
-	// none: base, doubled per retry, at most max.
+	// none: base, doubled per retry, capped at max, jittered by half
+	// (retry.Backoff).
 	BackoffBase, BackoffMax time.Duration
 	// MaxBody bounds a JSON answer; MaxErrorBody what is read of an error
 	// answer. Zero means the defaults.
@@ -66,7 +68,7 @@ type Options struct {
 	// Logger receives one debug line per request (method, path, status,
 	// duration); never headers or bodies. Nil discards.
 	Logger *slog.Logger
-	// Sleep waits between retries; nil means a timer. Tests watch it.
+	// Sleep waits between retries; nil means retry.Sleep. Tests watch it.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
@@ -106,9 +108,6 @@ func New(o Options) (*Client, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Sleep == nil {
-		o.Sleep = sleep
 	}
 	if o.Secrets == nil {
 		o.Secrets = func() []string { return nil }
@@ -257,33 +256,29 @@ func (c *Client) Send(ctx context.Context, cl Call) (*http.Response, error) {
 	if len(cl.Query) > 0 {
 		target += "?" + cl.Query.Encode()
 	}
-	for attempt := 0; ; attempt++ {
-		resp, err := c.once(ctx, cl, target, payload)
-		if err == nil {
-			return resp, nil
-		}
-		if !c.retry(cl, attempt, err) || ctx.Err() != nil {
-			return nil, err
-		}
-		wait := errdefs.RetryAfterOf(err)
-		if wait <= 0 {
-			wait = min(c.o.BackoffBase<<min(attempt, 20), c.o.BackoffMax)
-		}
-		if wait > c.o.MaxRetryWait {
-			return nil, fmt.Errorf("%w (the advised wait %v is over %v)", err, wait, c.o.MaxRetryWait)
-		}
-		c.o.Logger.Debug(c.o.Name+": retrying", "method", cl.Method, "path", pathOf(cl.URL), "class", errdefs.ClassOf(err), "wait", wait)
-		if serr := c.o.Sleep(ctx, wait); serr != nil {
-			return nil, fmt.Errorf("%w (while waiting %v to retry: %w)", err, wait, serr)
-		}
-	}
+	return retry.Value(ctx, c.policy(cl), func(ctx context.Context) (*http.Response, error) {
+		return c.once(ctx, cl, target, payload)
+	})
 }
 
-func (c *Client) retry(cl Call, attempt int, err error) bool {
-	if cl.Once || cl.NoRetry || attempt >= c.o.Retries || !errdefs.Retryable(err) {
-		return false
+// policy is how cl is retried: on a retryable class, an Unavailable only
+// for an idempotent method (the server may have acted), never for Once
+// or NoRetry; a server's advice is waited out up to MaxRetryWait.
+func (c *Client) policy(cl Call) retry.Policy {
+	attempts := c.o.Retries + 1
+	if cl.Once || cl.NoRetry {
+		attempts = 1
 	}
-	return errdefs.ClassOf(err) != errdefs.Unavailable || idempotent(cl.Method)
+	return retry.Policy{
+		Attempts: attempts, Base: c.o.BackoffBase, Max: c.o.BackoffMax, MaxAdvised: c.o.MaxRetryWait,
+		Retryable: func(err error) bool {
+			return errdefs.Retryable(err) && (errdefs.ClassOf(err) != errdefs.Unavailable || idempotent(cl.Method))
+		},
+		OnRetry: func(err error, _ int, wait time.Duration) {
+			c.o.Logger.Debug(c.o.Name+": retrying", "method", cl.Method, "path", pathOf(cl.URL), "class", errdefs.ClassOf(err), "wait", wait)
+		},
+		Sleep: c.o.Sleep,
+	}
 }
 
 func (c *Client) once(ctx context.Context, cl Call, target string, payload []byte) (*http.Response, error) {
@@ -401,17 +396,6 @@ func pathOf(u string) string {
 		return p.EscapedPath()
 	}
 	return "(unparsable URL)"
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }
 
 // APIError is a non-2xx answer: the cause inside the classed errors the

@@ -76,16 +76,17 @@ func TestRetryDecidedOnClass(t *testing.T) {
 		call     func(*Call)
 		calls    int
 		waits    []time.Duration
+		backoff  bool // waits are the backoff's nominal ones, jittered by half
 		class    errdefs.Class
 	}{
 		{name: "throttle waits the advice", method: "POST", statuses: []int{429}, header: http.Header{"Retry-After": {"2"}}, calls: 2, waits: []time.Duration{2 * time.Second}},
 		{name: "daytona throttler header", method: "GET", statuses: []int{429}, header: http.Header{"Retry-After-Sandbox-Create": {"0.5"}}, calls: 2, waits: []time.Duration{500 * time.Millisecond}},
-		{name: "outage on GET backs off", method: "GET", statuses: []int{503, 502}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}},
+		{name: "outage on GET backs off", method: "GET", statuses: []int{503, 502}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}, backoff: true},
 		{name: "outage on POST is not resent", method: "POST", statuses: []int{503}, calls: 1, class: errdefs.Unavailable},
 		{name: "gateway timeout is not retried", method: "GET", statuses: []int{504}, calls: 1, class: errdefs.DeadlineExceeded},
 		{name: "unclassified 500 is not retried", method: "GET", statuses: []int{500}, calls: 1, class: errdefs.Unknown},
 		{name: "refused is not retried", method: "GET", statuses: []int{400}, calls: 1, class: errdefs.InvalidArgument},
-		{name: "retries are bounded", method: "GET", statuses: []int{429, 429, 429, 429}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}, class: errdefs.ResourceExhausted},
+		{name: "retries are bounded", method: "GET", statuses: []int{429, 429, 429, 429}, calls: 3, waits: []time.Duration{DefaultBackoffBase, 2 * DefaultBackoffBase}, backoff: true, class: errdefs.ResourceExhausted},
 		{name: "NoRetry hands the throttle back", method: "POST", statuses: []int{429}, header: http.Header{"Retry-After": {"3"}}, call: func(c *Call) { c.NoRetry = true }, calls: 1, class: errdefs.ResourceExhausted},
 		{name: "Once is sent once", method: "POST", statuses: []int{429}, call: func(c *Call) { c.Once = true }, calls: 1, class: errdefs.ResourceExhausted},
 	} {
@@ -101,8 +102,8 @@ func TestRetryDecidedOnClass(t *testing.T) {
 			}
 			var out map[string]any
 			_, err := c.Do(context.Background(), cl, &out)
-			if s.calls != tc.calls || fmt.Sprint(waits) != fmt.Sprint(tc.waits) {
-				t.Errorf("%d calls, waits %v; want %d, %v", s.calls, waits, tc.calls, tc.waits)
+			if s.calls != tc.calls || !sameWaits(waits, tc.waits, tc.backoff) {
+				t.Errorf("%d calls, waits %v; want %d, %v (jittered %v)", s.calls, waits, tc.calls, tc.waits, tc.backoff)
 			}
 			if tc.class == errdefs.Unknown && len(tc.statuses) < tc.calls {
 				if err != nil {
@@ -118,6 +119,50 @@ func TestRetryDecidedOnClass(t *testing.T) {
 				t.Errorf("the advised wait is not on the error: %v", errdefs.RetryAfterOf(err))
 			}
 		})
+	}
+}
+
+// sameWaits: got are the waits want, exactly when a server advised
+// them, within [w/2, 3w/2) of each when they are the backoff's.
+func sameWaits(got, want []time.Duration, jittered bool) bool {
+	if !jittered {
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if got[i] < w/2 || got[i] >= w*3/2 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBackoffIsJittered: without advice, the waits between retries are
+// spread around the doubling backoff, so that the clients a provider's
+// outage failed together do not come back together. On c83d05d the
+// client had a backoff of its own, base<<attempt exactly: every client
+// waited 250 ms, then 500 ms (checked there: 1 distinct first wait in
+// 20). Now its retries go through sandbox/retry's one formula.
+func TestBackoffIsJittered(t *testing.T) {
+	firsts := map[time.Duration]bool{}
+	for range 20 {
+		s := &script{statuses: []int{503}}
+		srv := httptest.NewServer(s)
+		var waits []time.Duration
+		c := newClient(t, srv, &waits)
+		if _, err := c.Do(context.Background(), Call{Method: "GET", URL: srv.URL + "/x"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if len(waits) != 1 || !sameWaits(waits, []time.Duration{DefaultBackoffBase}, true) {
+			t.Fatalf("waits %v, want one within [%v, %v)", waits, DefaultBackoffBase/2, DefaultBackoffBase*3/2)
+		}
+		firsts[waits[0]] = true
+	}
+	if len(firsts) < 5 {
+		t.Errorf("%d distinct first waits in 20 clients: not jittered", len(firsts))
 	}
 }
 

@@ -168,6 +168,13 @@ func remoteError(r name.Reference, err error) error {
 	return errdefs.Errorf(class, "pull %s: %w", r.String(), err)
 }
 
+// statusClass is the class of a registry's answer: the OCI error code it
+// names, else its status read through the one table
+// (errdefs.ClassOfHTTPStatus). A 500 is Unknown there, not Unavailable:
+// go-containerregistry's transport has already retried it (with 408, 429,
+// 502, 503 and 504: three tries, 1 s and 3 s apart), so one that reaches
+// here has persisted, and a retry above (a create gate's eight) would
+// only pull a failing registry again.
 func statusClass(te *transport.Error) errdefs.Class {
 	for _, d := range te.Errors {
 		switch d.Code {
@@ -179,17 +186,7 @@ func statusClass(te *transport.Error) errdefs.Class {
 			return errdefs.ResourceExhausted
 		}
 	}
-	switch {
-	case te.StatusCode == http.StatusNotFound:
-		return errdefs.NotFound
-	case te.StatusCode == http.StatusUnauthorized, te.StatusCode == http.StatusForbidden:
-		return errdefs.Unauthenticated
-	case te.StatusCode == http.StatusTooManyRequests:
-		return errdefs.ResourceExhausted
-	case te.StatusCode >= 500:
-		return errdefs.Unavailable
-	}
-	return errdefs.Unknown
+	return errdefs.ClassOfHTTPStatus(te.StatusCode)
 }
 
 // redactURLs drops query strings from URLs in err: blob downloads are

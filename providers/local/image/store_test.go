@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -505,5 +506,40 @@ func gzipBytes(t testing.TB, b []byte, dst string) {
 	zw.Close()
 	if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPullRegistry500IsNotRetriedAbove: a registry that answers 500 is
+// retried by go-containerregistry's transport (three tries), and what
+// reaches the caller is classed by the one HTTP table: Unknown, not
+// retryable, so a create gate above does not pull the failing registry
+// eight more times. On c83d05d pull.go had a table of its own that read
+// every 5xx as Unavailable (checked there: class Unavailable, retryable).
+func TestPullRegistry500IsNotRetriedAbove(t *testing.T) {
+	var mu sync.Mutex
+	manifests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			mu.Lock()
+			manifests++
+			mu.Unlock()
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	s := newStore(t)
+	_, err := s.Pull(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/broken:1")
+	wantClass(t, err, errdefs.Unknown, "broken:1")
+	if errdefs.Retryable(err) {
+		t.Errorf("a registry's persistent 500 is retryable: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if manifests < 2 {
+		t.Errorf("the registry saw %d manifest requests: the transport did not retry the 500", manifests)
 	}
 }

@@ -525,14 +525,9 @@ func keptXattrs(hdr *tar.Header) []xattr {
 	return out
 }
 
-// fsError wraps a failure of the local file system; a full disk is
+// fsError wraps a failure of the local file system, classed by its errno
+// in the one table (errdefs.ClassifyErrno): a full disk is a Permanent
 // ResourceExhausted, an unusable name in the layer InvalidArgument.
 func fsError(name string, err error) error {
-	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return errdefs.Errorf(errdefs.ResourceExhausted, "layer entry %q: %w", name, err)
-	case errors.Is(err, syscall.ENAMETOOLONG):
-		return errdefs.Errorf(errdefs.InvalidArgument, "layer entry %q: %w", name, err)
-	}
-	return fmt.Errorf("layer entry %q: %w", name, err)
+	return errdefs.ClassifyErrno(fmt.Errorf("layer entry %q: %w", name, err))
 }
