@@ -27,6 +27,7 @@ type osbSandbox struct {
 	ttl        time.Duration
 	egress     *opensandbox.Egress
 	ready      chan struct{} // closed when it leaves Pending
+	live       bool          // its record was added (guarded by osbServer.mu)
 
 	mu         sync.Mutex
 	state      string
@@ -127,9 +128,7 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 	// The record's closer ends execd and forgets the OpenSandbox sandbox,
 	// whichever way the record goes: DELETE, its TTL, the E2B API, Close.
 	rec.close = closers{rec.close, execd, closerFunc(func() error {
-		if st, _, _, _, _ := b.snapshot(); st == opensandbox.StateRunning {
-			o.forget(b) // a failed create keeps b, Failed
-		}
+		o.forgetLive(b) // a failed create keeps b, Failed
 		return nil
 	})}
 	if !keepAlive(b.entrypoint) {
@@ -147,10 +146,14 @@ func (o *osbServer) provision(ctx context.Context, b *osbSandbox, c osbCreate) {
 	}
 	s.arm(rec, left)
 	// A DELETE while Pending has removed b; the record must not go live.
+	// The record is findable before b is Running: a call that waited for
+	// Running (a proxied one, the create's answer) then finds it. b is
+	// Pending while it is in byID under o.mu, so it leaves Pending here.
 	o.mu.Lock()
-	live := o.byID[b.id] == b && b.leave(opensandbox.StateRunning, "ready", "", execd)
-	if live && !s.st.add(rec) {
-		live = false
+	live := o.byID[b.id] == b && s.st.add(rec)
+	if live {
+		b.live = true
+		b.leave(opensandbox.StateRunning, "ready", "", execd)
 	}
 	o.mu.Unlock()
 	if !live {
@@ -193,6 +196,15 @@ func (o *osbServer) fail(b *osbSandbox, reason, message string) {
 
 // failedKeep is how long a Failed sandbox stays visible.
 const failedKeep = 10 * time.Minute
+
+// forgetLive forgets b if its record went live.
+func (o *osbServer) forgetLive(b *osbSandbox) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b.live && o.byID[b.id] == b {
+		delete(o.byID, b.id)
+	}
+}
 
 // forget removes b from the API's table (if it is still b there).
 func (o *osbServer) forget(b *osbSandbox) {

@@ -252,16 +252,23 @@ func (ss *sharedStore) get(id string) *record {
 	}
 	in, ok := ss.find(id)
 	if !ok {
-		// Gone, or past its TTL: whatever this process still holds of it
-		// goes, and an expired sandbox is deleted now rather than at the
-		// next reap (deleting one another replica deleted is NotFound).
-		if r := ss.local.get(id); r != nil {
-			ss.s.bg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
-				defer cancel()
-				_ = ss.s.deleteSandbox(ctx, id, "timeout")
-			})
+		r := ss.local.get(id)
+		if r == nil {
+			return nil
 		}
+		if !r.shared {
+			// Added while the provider was asked, which never lists this
+			// process's own records: it is live, not gone.
+			return r
+		}
+		// Gone, or past its TTL: what this process still holds of it goes,
+		// and an expired sandbox is deleted now rather than at the next
+		// reap (deleting one another replica deleted is NotFound).
+		ss.s.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+			defer cancel()
+			_ = ss.s.deleteSandbox(ctx, id, "timeout")
+		})
 		return nil
 	}
 	return ss.open(in)
@@ -274,6 +281,9 @@ func (ss *sharedStore) byTokenOf(token string) *record {
 	sum := sha256.Sum256([]byte(token))
 	in := ss.infos(map[string]string{tokenLabel: hex.EncodeToString(sum[:])})
 	if len(in) != 1 {
+		if r := ss.local.byTokenOf(token); r != nil && !r.shared {
+			return r // added while the provider was asked, as in get
+		}
 		return nil
 	}
 	return ss.open(in[0])

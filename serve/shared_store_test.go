@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/serve/apikeys"
+	"github.com/berth-sh/berth/serve/opensandbox"
 )
 
 // sharedProvider says the fake's sandboxes are shared, which they are: the
@@ -213,5 +216,64 @@ func TestStatelessPrivateTraffic(t *testing.T) {
 	pub := a.create(testKey, map[string]any{"timeout": 120})
 	if pub.TrafficAccessToken != nil {
 		t.Errorf("a public sandbox got a traffic token")
+	}
+}
+
+// listHook runs a function before each List of the provider.
+type listHook struct {
+	driver.Provider
+	before atomic.Pointer[func(labels map[string]string)]
+}
+
+func (p *listHook) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
+	if f := p.before.Load(); f != nil {
+		(*f)(labels)
+	}
+	return p.Provider.List(ctx, labels)
+}
+
+// A lookup of a sandbox this replica alone serves (the OpenSandbox API's)
+// that runs while its record is added finds the record, and deletes
+// nothing. On the stateless store such a lookup asks the provider, which
+// never lists the replica's own records; its record, added meanwhile, was
+// then taken for a sandbox gone from the provider and deleted: a create's
+// answer racing its own record's add deleted the sandbox it had just
+// made (TestOpenSandboxGymSequence/fake-stateless: the endpoint lookups
+// and the ping after create were 404). The hook adds the record while the
+// lookup's List runs, the interleaving the race had.
+func TestStatelessLookupWhileAdded(t *testing.T) {
+	var hook *listHook
+	p := openFake(t, func(d driver.Provider) driver.Provider {
+		hook = &listHook{Provider: sharedProvider{d}}
+		return hook
+	})
+	e := newEnvOver(t, p, "host", func(o *Options) {
+		o.Stateless = true
+		anyImage(o)
+	})
+	created := e.osbCreate(testKey, map[string]any{"image": map[string]any{"uri": "host"}, "timeout": 600})
+	ss := e.s.st.(*sharedStore)
+	rec := ss.local.take(created.ID) // as it was before its create added it
+	if rec == nil {
+		t.Fatal("the create left no record")
+	}
+	var once sync.Once
+	addDuringList := func(labels map[string]string) {
+		if labels[IDLabel] == created.ID {
+			once.Do(func() { ss.local.add(rec) })
+		}
+	}
+	hook.before.Store(&addDuringList)
+	got := ss.get(created.ID)
+	hook.before.Store(nil)
+	e.s.bg.Wait() // a delete the lookup started has ended
+	if got != rec {
+		t.Errorf("the lookup found %p, want the record added during it (%p)", got, rec)
+	}
+	if e.backendGone(created.ID) {
+		t.Fatal("the lookup deleted the sandbox whose record was added during it")
+	}
+	if _, hdr := e.osbEndpoint(testKey, created.ID, opensandbox.ExecdPort); hdr[opensandbox.AccessTokenHeader] == "" {
+		t.Fatalf("the endpoint after the lookup: %v", hdr)
 	}
 }
