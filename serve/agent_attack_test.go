@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/berth-sh/berth/e2bapi"
 )
 
 // TestAgentControlUnreachableThroughServe is the attack against the real
@@ -27,7 +29,7 @@ func TestAgentControlUnreachableThroughServe(t *testing.T) {
 		defer c.Close()
 		body := `{"deadline":""}`
 		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n%s: %s\r\nX-Access-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-			method, target, addr, sandboxIDHeader, sb.SandboxID, sandboxPortHeader, EnvdPort, sb.EnvdAccessToken, len(body), body)
+			method, target, addr, e2bapi.SandboxIDHeader, sb.SandboxID, e2bapi.SandboxPortHeader, e2bapi.EnvdPort, sb.EnvdAccessToken, len(body), body)
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			return 0

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/serve/dataplane"
 )
@@ -31,34 +32,34 @@ const (
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
-	mux.HandleFunc("/health", s.method("GET", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(e2bapi.RouteHealth, s.method("GET", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	mux.Handle("/metrics", s.method("GET", s.m.handler().ServeHTTP))
-	mux.HandleFunc("/sandboxes", s.keyed(map[string]keyedFunc{
+	mux.HandleFunc(e2bapi.RouteSandboxes, s.keyed(map[string]keyedFunc{
 		"POST": func(w http.ResponseWriter, r *http.Request, key string) { s.create(w, r, key, defaultTimeoutV1) },
 		"GET":  s.list,
 	}))
-	mux.HandleFunc("/v2/sandboxes", s.keyed(map[string]keyedFunc{
+	mux.HandleFunc(e2bapi.RouteSandboxesV2, s.keyed(map[string]keyedFunc{
 		"POST": func(w http.ResponseWriter, r *http.Request, key string) { s.create(w, r, key, defaultTimeoutV2) },
 		"GET":  s.list,
 	}))
-	mux.HandleFunc("/sandboxes/{id}", s.keyed(map[string]keyedFunc{"GET": s.get, "DELETE": s.kill}))
-	mux.HandleFunc("/sandboxes/{id}/timeout", s.keyed(map[string]keyedFunc{"POST": s.setTimeout}))
-	mux.HandleFunc("/sandboxes/{id}/refreshes", s.keyed(map[string]keyedFunc{"POST": s.refresh}))
-	mux.HandleFunc("/sandboxes/{id}/connect", s.keyed(map[string]keyedFunc{"POST": s.connect}))
-	mux.HandleFunc("/v2/sandboxes/{id}/connect", s.keyed(map[string]keyedFunc{"POST": s.connect}))
-	mux.HandleFunc("/sandboxes/{id}/resume", s.keyed(map[string]keyedFunc{"POST": s.resume}))
-	mux.HandleFunc("/sandboxes/{id}/metrics", s.keyed(map[string]keyedFunc{"GET": s.sandboxMetrics}))
-	mux.HandleFunc("/sandboxes/{id}/logs", s.keyed(map[string]keyedFunc{"GET": s.sandboxLogs}))
-	mux.HandleFunc("/v2/sandboxes/{id}/logs", s.keyed(map[string]keyedFunc{"GET": s.sandboxLogs}))
+	mux.HandleFunc(e2bapi.RouteSandbox, s.keyed(map[string]keyedFunc{"GET": s.get, "DELETE": s.kill}))
+	mux.HandleFunc(e2bapi.RouteTimeout, s.keyed(map[string]keyedFunc{"POST": s.setTimeout}))
+	mux.HandleFunc(e2bapi.RouteRefreshes, s.keyed(map[string]keyedFunc{"POST": s.refresh}))
+	mux.HandleFunc(e2bapi.RouteConnect, s.keyed(map[string]keyedFunc{"POST": s.connect}))
+	mux.HandleFunc(e2bapi.RouteConnectV2, s.keyed(map[string]keyedFunc{"POST": s.connect}))
+	mux.HandleFunc(e2bapi.RouteResume, s.keyed(map[string]keyedFunc{"POST": s.resume}))
+	mux.HandleFunc(e2bapi.RouteMetrics, s.keyed(map[string]keyedFunc{"GET": s.sandboxMetrics}))
+	mux.HandleFunc(e2bapi.RouteLogs, s.keyed(map[string]keyedFunc{"GET": s.sandboxLogs}))
+	mux.HandleFunc(e2bapi.RouteLogsV2, s.keyed(map[string]keyedFunc{"GET": s.sandboxLogs}))
 	// What a backend behind this server cannot do is refused at once, in
 	// the E2B error shape, never left hanging.
 	for path, what := range map[string]string{
-		"/sandboxes/{id}/pause":     "pausing a sandbox",
-		"/sandboxes/{id}/snapshots": "snapshots",
-		"/sandboxes/{id}/fork":      "forking a sandbox",
-		"/sandboxes/{id}/network":   "changing a running sandbox's network",
+		e2bapi.RoutePause:             "pausing a sandbox",
+		e2bapi.RouteSnapshots:         "snapshots",
+		"/sandboxes/{sandboxID}/fork": "forking a sandbox",
+		e2bapi.RouteNetwork:           "changing a running sandbox's network",
 	} {
 		mux.HandleFunc(path, s.keyed(map[string]keyedFunc{"*": s.unsupported(what)}))
 	}
@@ -138,7 +139,7 @@ func (s *Server) timeoutOf(sec *int64, def time.Duration) (time.Duration, error)
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, defTimeout time.Duration) {
-	var req createRequest
+	var req e2bapi.NewSandbox
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -161,7 +162,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, keyID string, de
 	}
 	tmpl := req.TemplateID
 	if tmpl == "" {
-		tmpl = DefaultTemplate
+		tmpl = e2bapi.DefaultTemplate
 	}
 	built, status, err := s.templateImage(keyID, tmpl)
 	if err != nil {
@@ -305,23 +306,23 @@ func (s *Server) attachPlane(ctx context.Context, rec *record) error {
 	return nil
 }
 
-func (s *Server) sandboxJSON(rec *record) sandboxJSON {
-	j := sandboxJSON{
+func (s *Server) sandboxJSON(rec *record) e2bapi.Sandbox {
+	j := e2bapi.Sandbox{
 		SandboxID: rec.id, TemplateID: rec.templateID, Alias: rec.templateID, ClientID: "",
-		EnvdVersion: EnvdVersion, EnvdAccessToken: rec.token, Domain: s.opts.Domain,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: rec.token, Domain: e2bapi.String(s.opts.Domain),
 	}
 	if rec.trafficToken != "" {
-		j.TrafficAccessToken = &rec.trafficToken
+		j.TrafficAccessToken = e2bapi.String(rec.trafficToken)
 	}
 	return j
 }
 
-func (s *Server) listedJSON(rec *record) listedJSON {
-	return listedJSON{
+func (s *Server) listedJSON(rec *record) e2bapi.ListedSandbox {
+	return e2bapi.ListedSandbox{
 		SandboxID: rec.id, TemplateID: rec.templateID, Alias: rec.templateID, ClientID: "",
 		CPUCount: max(int(math.Ceil(rec.resources.CPUs)), 1), MemoryMB: rec.resources.MemoryMB, DiskSizeMB: rec.resources.StorageMB,
 		StartedAt: rec.startedAt.UTC(), EndAt: rec.deadline().UTC(),
-		EnvdVersion: EnvdVersion, State: "running", Metadata: rec.metadata,
+		EnvdVersion: EnvdVersion, State: e2bapi.StateRunning, Metadata: rec.metadata,
 	}
 }
 
@@ -330,14 +331,15 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, keyID string) {
 	if rec == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, detailJSON{listedJSON: s.listedJSON(rec), EnvdAccessToken: rec.token, Domain: s.opts.Domain, AllowInternetAccess: rec.internet})
+	writeJSON(w, http.StatusOK, e2bapi.SandboxDetail{ListedSandbox: s.listedJSON(rec), EnvdAccessToken: rec.token,
+		Domain: e2bapi.String(s.opts.Domain), AllowInternetAccess: e2bapi.Bool(rec.internet)})
 }
 
 func (s *Server) kill(w http.ResponseWriter, r *http.Request, keyID string) {
 	if rec := s.owned(w, r, keyID); rec == nil {
 		return
 	}
-	if err := s.deleteSandbox(r.Context(), r.PathValue("id"), "api"); err != nil {
+	if err := s.deleteSandbox(r.Context(), r.PathValue("sandboxID"), "api"); err != nil {
 		writeClassed(w, err, "%v", err)
 		return
 	}
@@ -350,7 +352,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, keyID string
 	if rec == nil {
 		return
 	}
-	var req timeoutRequest
+	var req e2bapi.SandboxTimeout
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -389,9 +391,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, keyID string) {
 	if rec == nil {
 		return
 	}
-	var req struct {
-		Duration *int64 `json:"duration"`
-	}
+	var req e2bapi.SandboxRefresh
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -413,7 +413,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, keyID string) {
 	if rec == nil {
 		return
 	}
-	var req timeoutRequest
+	var req e2bapi.ConnectSandbox
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -450,7 +450,7 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request, keyID strin
 	if s.owned(w, r, keyID) == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": []any{}, "logEntries": []any{}})
+	writeJSON(w, http.StatusOK, e2bapi.SandboxLogs{Logs: []e2bapi.SandboxLog{}, LogEntries: []e2bapi.SandboxLogEntry{}})
 }
 
 var errBadQuery = errors.New("bad query")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
 )
@@ -25,7 +26,7 @@ func (e *testEnv) lifetime(id string) time.Duration {
 	if r.status != 200 {
 		e.t.Fatalf("get %s: %d %s", id, r.status, r.body)
 	}
-	var d detailJSON
+	var d e2bapi.SandboxDetail
 	r.json(e.t, &d)
 	return d.EndAt.Sub(d.StartedAt)
 }
@@ -46,9 +47,9 @@ func TestCreateV1AndV2(t *testing.T) {
 			t.Errorf("create answer lacks %s: %s", k, r.body)
 		}
 	}
-	var v1 sandboxJSON
+	var v1 e2bapi.Sandbox
 	r.json(t, &v1)
-	if !idRE.MatchString(v1.SandboxID) || v1.ClientID != "" || v1.EnvdVersion != EnvdVersion || v1.Domain != "localhost" || v1.TemplateID != "base" || len(v1.EnvdAccessToken) < 32 {
+	if !idRE.MatchString(v1.SandboxID) || v1.ClientID != "" || v1.EnvdVersion != EnvdVersion || v1.Domain == nil || *v1.Domain != "localhost" || v1.TemplateID != "base" || len(v1.EnvdAccessToken) < 32 {
 		t.Fatalf("v1 answer: %+v", v1)
 	}
 	if d := e.lifetime(v1.SandboxID); !near(d, 15*time.Second) {
@@ -139,7 +140,7 @@ func TestAPIKeys(t *testing.T) {
 	if r := e.call("POST", "/sandboxes/"+mine.SandboxID+"/timeout", otherKey, `{"timeout":1}`, nil); r.status != 404 {
 		t.Fatalf("another key's timeout: %d", r.status)
 	}
-	var listed []listedJSON
+	var listed []e2bapi.ListedSandbox
 	e.call("GET", "/v2/sandboxes", otherKey, nil, nil).json(t, &listed)
 	if len(listed) != 0 {
 		t.Fatalf("another key lists %v", listed)
@@ -153,9 +154,9 @@ func TestGetAndKill(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	sb := e.create(testKey, map[string]any{"metadata": map[string]string{"k": "v"}})
 	r := e.call("GET", "/sandboxes/"+sb.SandboxID, testKey, nil, nil)
-	var d detailJSON
+	var d e2bapi.SandboxDetail
 	r.json(t, &d)
-	if r.status != 200 || d.SandboxID != sb.SandboxID || d.EnvdAccessToken != sb.EnvdAccessToken || d.Domain != "localhost" ||
+	if r.status != 200 || d.SandboxID != sb.SandboxID || d.EnvdAccessToken != sb.EnvdAccessToken || d.Domain == nil || *d.Domain != "localhost" ||
 		d.State != "running" || d.Metadata["k"] != "v" || d.EnvdVersion != EnvdVersion || d.TemplateID != "base" {
 		t.Fatalf("detail: %d %s", r.status, r.body)
 	}
@@ -188,7 +189,7 @@ func TestList(t *testing.T) {
 		if r.status != 200 {
 			t.Fatalf("list: %d %s", r.status, r.body)
 		}
-		var ls []listedJSON
+		var ls []e2bapi.ListedSandbox
 		r.json(t, &ls)
 		var out []string
 		for _, l := range ls {
@@ -257,7 +258,7 @@ func TestTimeoutConnectResume(t *testing.T) {
 	for _, path := range []string{"/sandboxes/%s/connect", "/v2/sandboxes/%s/connect"} {
 		for _, body := range []string{`{"timeout":10}`, `{}`, ``} {
 			r := e.call("POST", fmt.Sprintf(path, sb.SandboxID), testKey, body, nil)
-			var got sandboxJSON
+			var got e2bapi.Sandbox
 			r.json(t, &got)
 			if r.status != 200 || got.SandboxID != sb.SandboxID || got.EnvdAccessToken != sb.EnvdAccessToken || got.EnvdVersion != EnvdVersion {
 				t.Fatalf("connect %s %s: %d %s", path, body, r.status, r.body)

@@ -8,15 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
-	"github.com/berth-sh/berth/serve/dataplane"
 	"github.com/berth-sh/berth/serve/opensandbox"
-)
-
-// Headers SDKs >= 2.7 send on data-plane calls.
-const (
-	sandboxIDHeader   = "E2b-Sandbox-Id"
-	sandboxPortHeader = "E2b-Sandbox-Port"
 )
 
 // hostTarget parses Host "<port>-<id>.<domain>"; a port on the Host or
@@ -58,7 +52,7 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, code connect.Cod
 // serveData finds the sandbox a data-plane call is for, checks its access
 // token and hands the call to the sandbox's data plane.
 func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
-	id, port := r.Header.Get(sandboxIDHeader), r.Header.Get(sandboxPortHeader)
+	id, port := r.Header.Get(e2bapi.SandboxIDHeader), r.Header.Get(e2bapi.SandboxPortHeader)
 	if id == "" {
 		id, port, _ = s.hostTarget(r.Host)
 	}
@@ -80,7 +74,7 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		refuse(w, r, http.StatusBadRequest, connect.CodeInvalidArgument,
-			"no sandbox named: send %s, a Host of <port>-<id>.%s, or %s", sandboxIDHeader, s.opts.Domain, envd.AccessTokenHeader)
+			"no sandbox named: send %s, a Host of <port>-<id>.%s, or %s", e2bapi.SandboxIDHeader, s.opts.Domain, envd.AccessTokenHeader)
 		return
 	}
 	if rec == nil {
@@ -89,7 +83,7 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, http.StatusBadGateway, connect.CodeNotFound, "sandbox %q is not running (killed, timed out or never created)", id)
 		return
 	}
-	if port != "" && port != EnvdPort {
+	if port != "" && port != e2bapi.EnvdPort {
 		s.servePort(w, r, rec, port)
 		return
 	}
@@ -146,10 +140,10 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rec *record, 
 	if rec.trafficToken != "" && !s.portAuthorized(r, rec) {
 		s.m.authFails.WithLabelValues("port").Inc()
 		why := "is missing"
-		if r.Header.Get(dataplane.TrafficTokenHeader) != "" {
+		if r.Header.Get(e2bapi.TrafficAccessTokenHeader) != "" {
 			why = "is invalid"
 		}
-		msg := fmt.Sprintf("Sandbox is secured with traffic access token. Token header '%s' %s", strings.ToLower(dataplane.TrafficTokenHeader), why)
+		msg := fmt.Sprintf("Sandbox is secured with traffic access token. Token header '%s' %s", strings.ToLower(e2bapi.TrafficAccessTokenHeader), why)
 		if rec.ownerOpensPorts {
 			msg += fmt.Sprintf(" (or send the owner's %s, or the sandbox's %s)", opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader)
 		}
@@ -165,7 +159,7 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rec *record, 
 // the owner's credentials open them too (ownerOpensPorts), so do the
 // owner's OpenSandbox key and the sandbox's access token.
 func (s *Server) portAuthorized(r *http.Request, rec *record) bool {
-	if constantEq(r.Header.Get(dataplane.TrafficTokenHeader), rec.trafficToken) {
+	if constantEq(r.Header.Get(e2bapi.TrafficAccessTokenHeader), rec.trafficToken) {
 		return true
 	}
 	if !rec.ownerOpensPorts {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/syncbuf"
 
 	"github.com/berth-sh/berth/envd"
@@ -204,8 +205,8 @@ func TestFilesRouting(t *testing.T) {
 	}
 	// Routed by header, and by Host <port>-<id>.<domain>.
 	for _, h := range []map[string]string{
-		with(tok, sandboxIDHeader, sb.SandboxID, sandboxPortHeader, EnvdPort),
-		with(tok, "Host", EnvdPort+"-"+sb.SandboxID+".localhost:3000"),
+		with(tok, e2bapi.SandboxIDHeader, sb.SandboxID, e2bapi.SandboxPortHeader, e2bapi.EnvdPort),
+		with(tok, "Host", e2bapi.EnvdPort+"-"+sb.SandboxID+".localhost:3000"),
 	} {
 		r := e.filesCall("GET", "path=/hello.txt", nil, h)
 		if r.status != 200 || string(r.body) != "hi" {
@@ -236,7 +237,7 @@ func TestFilesRouting(t *testing.T) {
 	}
 	// A signed URL needs no token; a wrong signature is refused.
 	sig := envd.FileSignature("/hello.txt", "read", "", sb.EnvdAccessToken, "")
-	id := map[string]string{sandboxIDHeader: sb.SandboxID}
+	id := map[string]string{e2bapi.SandboxIDHeader: sb.SandboxID}
 	if r := e.filesCall("GET", "path=/hello.txt&signature="+url.QueryEscape(sig), nil, with(id)); r.status != 200 || string(r.body) != "hi" {
 		t.Fatalf("signed read: %d %s", r.status, r.body)
 	}
@@ -252,7 +253,7 @@ func TestFilesRouting(t *testing.T) {
 	if r := e.call("GET", "/health", "", nil, with(id)); r.status != 204 {
 		t.Fatalf("envd health: %d", r.status)
 	}
-	if r := e.call("GET", "/health", "", nil, map[string]string{sandboxIDHeader: "gone0000000000000000"}); r.status != 502 {
+	if r := e.call("GET", "/health", "", nil, map[string]string{e2bapi.SandboxIDHeader: "gone0000000000000000"}); r.status != 502 {
 		t.Fatalf("health of an unknown sandbox: %d", r.status)
 	}
 	if r := e.filesCall("GET", "path=/hello.txt", nil, with(tok, "Host", "8080-"+sb.SandboxID+".localhost")); r.status != 502 {
@@ -301,7 +302,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.MaxUploadBytes = 1 << 20 }, nil)
 	a := e.create(testKey, nil)
 	b := e.create(testKey, nil)
-	idA := map[string]string{sandboxIDHeader: a.SandboxID}
+	idA := map[string]string{e2bapi.SandboxIDHeader: a.SandboxID}
 	withTok := func(h map[string]string, tok string) map[string]string {
 		out := map[string]string{envd.AccessTokenHeader: tok}
 		for k, v := range h {
@@ -314,7 +315,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 	for _, tok := range []string{b.EnvdAccessToken, "", a.EnvdAccessToken[:20]} {
 		h := withTok(idA, tok)
 		if tok == "" {
-			h = map[string]string{sandboxIDHeader: a.SandboxID}
+			h = map[string]string{e2bapi.SandboxIDHeader: a.SandboxID}
 		}
 		if r := e.filesCall("GET", "path=/etc/passwd", nil, h); r.status != 401 {
 			t.Fatalf("files with token %.8q: %d", tok, r.status)
@@ -355,7 +356,7 @@ func TestDataPlaneSecurity(t *testing.T) {
 		t.Fatalf("oversized chunked upload: %d %s", r.status, r.body)
 	}
 	// Unknown sandbox over RPC: a Connect error, never a hang.
-	r := e.rpc("/process.Process/List", map[string]any{}, map[string]string{sandboxIDHeader: "unknown0000000000000", envd.AccessTokenHeader: a.EnvdAccessToken})
+	r := e.rpc("/process.Process/List", map[string]any{}, map[string]string{e2bapi.SandboxIDHeader: "unknown0000000000000", envd.AccessTokenHeader: a.EnvdAccessToken})
 	if r.status != 404 || !strings.Contains(string(r.body), "not_found") {
 		t.Fatalf("RPC to an unknown sandbox: %d %s", r.status, r.body)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
@@ -137,7 +138,7 @@ func (r response) json(t testing.TB, v any) {
 // errorCode reads the E2B error body and checks its code matches the status.
 func (r response) errorCode(t testing.TB) (int, string) {
 	t.Helper()
-	var e apiError
+	var e e2bapi.Error
 	r.json(t, &e)
 	if e.Code != r.status {
 		t.Fatalf("error body code %d, status %d: %s", e.Code, r.status, r.body)
@@ -193,13 +194,13 @@ func (e *testEnv) call(method, path, key string, body any, hdr map[string]string
 }
 
 // create makes a sandbox with key and returns the create answer.
-func (e *testEnv) create(key string, body any) sandboxJSON {
+func (e *testEnv) create(key string, body any) e2bapi.Sandbox {
 	e.t.Helper()
 	r := e.call("POST", "/v2/sandboxes", key, body, nil)
 	if r.status != http.StatusCreated {
 		e.t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	var sb sandboxJSON
+	var sb e2bapi.Sandbox
 	r.json(e.t, &sb)
 	return sb
 }
@@ -220,10 +221,10 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // envdClient is berth's own envd client pointed at a sandbox through the
 // server, routed by E2b-Sandbox-Id as SDKs >= 2.7 do.
-func (e *testEnv) envdClient(sb sandboxJSON) *envd.Client {
+func (e *testEnv) envdClient(sb e2bapi.Sandbox) *envd.Client {
 	e.t.Helper()
 	hc := &http.Client{Transport: headerTransport{rt: http.DefaultTransport, h: map[string]string{
-		sandboxIDHeader: sb.SandboxID, sandboxPortHeader: EnvdPort,
+		e2bapi.SandboxIDHeader: sb.SandboxID, e2bapi.SandboxPortHeader: e2bapi.EnvdPort,
 	}}}
 	c, err := envd.NewClient(e.url, hc, envd.WithAccessToken(sb.EnvdAccessToken), envd.WithKeepalive(0))
 	if err != nil {

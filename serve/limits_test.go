@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/testing/fakeprovider"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -132,7 +133,7 @@ func TestKeysWithACollidingHashPrefixShareNothing(t *testing.T) {
 		o.Keys = kr
 	})
 	sb := e.create(k1, map[string]any{})
-	var listed []listedJSON
+	var listed []e2bapi.ListedSandbox
 	e.call("GET", "/v2/sandboxes", k2, nil, nil).json(t, &listed)
 	if len(listed) != 0 {
 		t.Errorf("the other key lists %d sandboxes of the first", len(listed))

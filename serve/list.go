@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-sh/berth/e2bapi"
 )
 
 // List limits (as upstream: 100 a page by default and at most).
 const (
-	defaultListLimit = 100
-	maxListLimit     = 100
+	defaultListLimit = e2bapi.MaxPageLimit
+	maxListLimit     = e2bapi.MaxPageLimit
 )
 
 // listQuery is a parsed GET /v2/sandboxes (or /sandboxes) query.
@@ -74,31 +76,31 @@ func parseMetadata(raw string) (map[string]string, error) {
 func parseListQuery(q url.Values) (listQuery, error) {
 	lq := listQuery{limit: defaultListLimit, running: true}
 	var err error
-	if lq.metadata, err = parseMetadata(q.Get("metadata")); err != nil {
+	if lq.metadata, err = parseMetadata(q.Get(e2bapi.QueryMetadata)); err != nil {
 		return lq, err
 	}
-	if states := q["state"]; len(states) > 0 {
+	if states := q[e2bapi.QueryState]; len(states) > 0 {
 		lq.running = false
 		for _, v := range states {
 			for st := range strings.SplitSeq(v, ",") {
 				switch strings.TrimSpace(st) {
-				case "running":
+				case e2bapi.StateRunning:
 					lq.running = true
-				case "paused", "":
+				case e2bapi.StatePaused, "":
 				default:
 					return lq, badQuery("state %q is not running or paused", st)
 				}
 			}
 		}
 	}
-	if v := q.Get("limit"); v != "" {
+	if v := q.Get(e2bapi.QueryLimit); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			return lq, badQuery("limit %q is not a positive number", v)
 		}
 		lq.limit = min(n, maxListLimit)
 	}
-	if v := q.Get("nextToken"); v != "" {
+	if v := q.Get(e2bapi.QueryNextToken); v != "" {
 		if lq.after, err = decodePageKey(v); err != nil {
 			return lq, err
 		}
@@ -141,7 +143,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, keyID string) {
 			all[i], all[j] = all[j], all[i]
 		}
 	}
-	out := []listedJSON{}
+	out := []e2bapi.ListedSandbox{}
 	var last pageKey
 	more := false
 	for _, rec := range all {
@@ -166,7 +168,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, keyID string) {
 		last = k
 	}
 	if more {
-		w.Header().Set("X-Next-Token", last.encode())
+		w.Header().Set(e2bapi.NextTokenHeader, last.encode())
 	}
 	writeJSON(w, http.StatusOK, out)
 }

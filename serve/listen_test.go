@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
 
@@ -36,11 +37,11 @@ func TestListenAndServe(t *testing.T) {
 	}
 	e := &testEnv{t: t, p: p, url: u.APIURL}
 	sb := e.create(testKey, nil)
-	if sb.Domain != "sb.example.com" {
-		t.Fatalf("domain %q", sb.Domain)
+	if sb.Domain == nil || *sb.Domain != "sb.example.com" {
+		t.Fatalf("domain %v", sb.Domain)
 	}
 	// Host routing with the configured domain.
-	r := e.call("GET", "/health", "", nil, map[string]string{"Host": EnvdPort + "-" + sb.SandboxID + ".sb.example.com"})
+	r := e.call("GET", "/health", "", nil, map[string]string{"Host": e2bapi.EnvdPort + "-" + sb.SandboxID + ".sb.example.com"})
 	if r.status != http.StatusNoContent {
 		t.Fatalf("envd health by host: %d", r.status)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
@@ -17,12 +18,6 @@ import (
 // and at least 0.4.0 (the server supplies the default user); the SDKs gate
 // features on it: 0.5.2 closeStdin, 0.5.7 octet-stream upload.
 const EnvdVersion = "0.6.0"
-
-// EnvdPort is the port of envd in E2B's sandbox host names.
-const EnvdPort = "49983"
-
-// DefaultTemplate is the template the SDKs ask for when given none.
-const DefaultTemplate = "base"
 
 // Options configure New.
 type Options struct {
@@ -118,8 +113,8 @@ func (o *Options) fill() error {
 	if o.Templates == nil {
 		o.Templates = map[string]string{}
 	}
-	if _, ok := o.Templates[DefaultTemplate]; !ok && o.BaseImage != "" {
-		o.Templates[DefaultTemplate] = o.BaseImage
+	if _, ok := o.Templates[e2bapi.DefaultTemplate]; !ok && o.BaseImage != "" {
+		o.Templates[e2bapi.DefaultTemplate] = o.BaseImage
 	}
 	if len(o.Templates) == 0 {
 		return sandbox.Errorf(sandbox.InvalidArgument, "serve: no template: give a base image or --template NAME=IMAGE")

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/serve/dataplane"
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/serve/opensandbox"
 )
 
@@ -59,7 +59,7 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 	_, ahdr := e.osbEndpoint(otherKey, attacker.ID, opensandbox.ExecdPort)
 	hs := newHeaderServer(t, "served-"+victim.ID)
 	host := fmt.Sprintf("%d-%s.localhost", hs.port, victim.ID)
-	byHeaders := map[string]string{sandboxIDHeader: victim.ID, sandboxPortHeader: fmt.Sprint(hs.port)}
+	byHeaders := map[string]string{e2bapi.SandboxIDHeader: victim.ID, e2bapi.SandboxPortHeader: fmt.Sprint(hs.port)}
 	with := func(base map[string]string, k, v string) map[string]string {
 		h := map[string]string{k: v}
 		for bk, bv := range base {
@@ -74,8 +74,8 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 		"another key":                        with(hostOnly, opensandbox.APIKeyHeader, otherKey),
 		"another sandbox's execd token":      with(hostOnly, opensandbox.AccessTokenHeader, ahdr[opensandbox.AccessTokenHeader]),
 		"the owner's key as the E2B key":     with(hostOnly, "X-API-KEY", testKey),
-		"the execd token as a traffic token": with(hostOnly, dataplane.TrafficTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
-		"a made-up traffic token":            with(byHeaders, dataplane.TrafficTokenHeader, strings.Repeat("a", 64)),
+		"the execd token as a traffic token": with(hostOnly, e2bapi.TrafficAccessTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
+		"a made-up traffic token":            with(byHeaders, e2bapi.TrafficAccessTokenHeader, strings.Repeat("a", 64)),
 	} {
 		r := e.call("GET", "/", "", nil, hdr)
 		if r.status != http.StatusForbidden || strings.Contains(string(r.body), "served-") {
@@ -85,7 +85,7 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 	if n := len(hs.requests()); n != 0 {
 		t.Fatalf("refused calls reached the sandbox's server %d times", n)
 	}
-	var c sandboxJSON
+	var c e2bapi.Sandbox
 	if r := e.call("POST", "/sandboxes/"+victim.ID+"/connect", testKey, map[string]any{"timeout": 60}, nil); r.status != http.StatusOK && r.status != http.StatusCreated {
 		t.Fatalf("E2B connect of the OpenSandbox sandbox: %d %s", r.status, r.body)
 	} else if r.json(t, &c); c.TrafficAccessToken == nil || len(*c.TrafficAccessToken) < 32 || *c.TrafficAccessToken == vhdr[opensandbox.AccessTokenHeader] {
@@ -94,7 +94,7 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 	for name, hdr := range map[string]map[string]string{
 		"the owner's key":   with(hostOnly, opensandbox.APIKeyHeader, testKey),
 		"the execd token":   with(byHeaders, opensandbox.AccessTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
-		"the traffic token": with(hostOnly, dataplane.TrafficTokenHeader, *c.TrafficAccessToken),
+		"the traffic token": with(hostOnly, e2bapi.TrafficAccessTokenHeader, *c.TrafficAccessToken),
 	} {
 		if r := e.call("GET", "/", "", nil, hdr); r.status != http.StatusOK || string(r.body) != "served-"+victim.ID {
 			t.Errorf("%s: %d %q", name, r.status, r.body)
@@ -105,7 +105,7 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 		t.Fatalf("the sandbox's server got %d calls, want 3", len(got))
 	}
 	for _, h := range got {
-		for _, k := range []string{opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader, dataplane.TrafficTokenHeader} {
+		for _, k := range []string{opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader, e2bapi.TrafficAccessTokenHeader} {
 			if h.Get(k) != "" {
 				t.Errorf("the sandbox got header %s", k)
 			}
@@ -134,7 +134,7 @@ func TestPortsTrafficTokenOnlyForE2B(t *testing.T) {
 			t.Errorf("%s: %d %q, want 403", name, r.status, r.body)
 		}
 	}
-	if r := e.call("GET", "/", "", nil, map[string]string{"Host": host, dataplane.TrafficTokenHeader: *sb.TrafficAccessToken}); r.status != http.StatusOK || string(r.body) != "private" {
+	if r := e.call("GET", "/", "", nil, map[string]string{"Host": host, e2bapi.TrafficAccessTokenHeader: *sb.TrafficAccessToken}); r.status != http.StatusOK || string(r.body) != "private" {
 		t.Fatalf("with the token: %d %q", r.status, r.body)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/e2b"
@@ -64,7 +65,7 @@ var osbBackends = []struct {
 		p := sandbox.NewProvider("e2b", nestedLabels{d})
 		t.Cleanup(func() { p.Close() })
 		// The inner server's template "base" is the local bash image.
-		return newEnvOver(t, p, DefaultTemplate, anyImage), DefaultTemplate
+		return newEnvOver(t, p, e2bapi.DefaultTemplate, anyImage), e2bapi.DefaultTemplate
 	}},
 	{"daytona", func(t *testing.T) (*testEnv, string) {
 		if why := daytonatest.Available(); why != "" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -73,7 +74,7 @@ func TestPortsRouted(t *testing.T) {
 			if byHost.status != 200 || strings.TrimSpace(string(byHost.body)) != mark {
 				t.Fatalf("by host: %d %q", byHost.status, byHost.body)
 			}
-			byHeader := e.call("GET", "/index.html", "", nil, map[string]string{sandboxIDHeader: sb.SandboxID, sandboxPortHeader: strconv.Itoa(port)})
+			byHeader := e.call("GET", "/index.html", "", nil, map[string]string{e2bapi.SandboxIDHeader: sb.SandboxID, e2bapi.SandboxPortHeader: strconv.Itoa(port)})
 			if byHeader.status != 200 || strings.TrimSpace(string(byHeader.body)) != mark {
 				t.Fatalf("by headers: %d %q", byHeader.status, byHeader.body)
 			}
@@ -93,7 +94,7 @@ func TestPortsRouted(t *testing.T) {
 				t.Fatalf("a closed port took %v to answer", d)
 			}
 			for _, bad := range []string{"0", "65536", "08000", "x"} {
-				if r := e.call("GET", "/", "", nil, map[string]string{sandboxIDHeader: sb.SandboxID, sandboxPortHeader: bad}); r.status != http.StatusBadRequest {
+				if r := e.call("GET", "/", "", nil, map[string]string{e2bapi.SandboxIDHeader: sb.SandboxID, e2bapi.SandboxPortHeader: bad}); r.status != http.StatusBadRequest {
 					t.Errorf("port %q: %d %s, want 400", bad, r.status, r.body)
 				}
 			}
@@ -132,7 +133,7 @@ func TestPortsTrafficToken(t *testing.T) {
 				t.Fatalf("with the token: %d %q", r.status, r.body)
 			}
 			// connect answers the token too; list and get do not carry it.
-			var c sandboxJSON
+			var c e2bapi.Sandbox
 			e.call("POST", "/sandboxes/"+sb.SandboxID+"/connect", testKey, map[string]any{"timeout": 60}, nil).json(t, &c)
 			if c.TrafficAccessToken == nil || *c.TrafficAccessToken != *sb.TrafficAccessToken {
 				t.Fatalf("connect answered traffic token %v", c.TrafficAccessToken)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -113,7 +114,7 @@ func TestProxiedDataPlane(t *testing.T) {
 	}
 	// The server still checks the client's token and paths; the agent's
 	// own token never reaches the client.
-	h := map[string]string{sandboxIDHeader: sb.SandboxID, envd.AccessTokenHeader: innerToken}
+	h := map[string]string{e2bapi.SandboxIDHeader: sb.SandboxID, envd.AccessTokenHeader: innerToken}
 	if r := e.filesCall("GET", "path="+target, nil, h); r.status != 401 {
 		t.Fatalf("the agent's token used by a client: %d", r.status)
 	}

@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/testing/testimage"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/serve/apikeys"
@@ -22,7 +23,7 @@ const refusedPull = "refused: the registry's address is not public"
 func (e *testEnv) buildFrom(ref string) buildInfo {
 	e.t.Helper()
 	tid, bid := e.requestTemplate(testKey, "pull-"+newID()[:8])
-	if r := e.startTemplateBuild(testKey, tid, bid, buildStart{FromImage: ref}); r.status != http.StatusAccepted {
+	if r := e.startTemplateBuild(testKey, tid, bid, e2bapi.TemplateBuildStartV2{FromImage: ref}); r.status != http.StatusAccepted {
 		e.t.Fatalf("start build from %s: %d %s", ref, r.status, r.body)
 	}
 	return e.waitBuild(testKey, tid, bid)

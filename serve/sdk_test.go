@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/e2bapi"
 )
 
 // sdkDir holds the official e2b npm SDK at the versions whose wire differs
@@ -24,9 +26,9 @@ var sdks = []string{"e2b", "e2b-old", "e2b-2.10"}
 
 // sdkRoutes are the control-plane routes each SDK must have used.
 var sdkRoutes = map[string][]string{
-	"e2b":      {"/v2/sandboxes", "/v2/sandboxes/{id}/connect"},
-	"e2b-old":  {"/sandboxes", "/sandboxes/{id}/connect"},
-	"e2b-2.10": {"/sandboxes", "/sandboxes/{id}/connect"},
+	"e2b":      {e2bapi.RouteSandboxesV2, e2bapi.RouteConnectV2},
+	"e2b-old":  {e2bapi.RouteSandboxes, e2bapi.RouteConnect},
+	"e2b-2.10": {e2bapi.RouteSandboxes, e2bapi.RouteConnect},
 }
 
 // nodeSDK returns node's path, or skips when node or the installed SDKs

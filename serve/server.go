@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -79,7 +80,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and goes to the data plane when a sandbox is named (by header, host or
 // access token).
 func (s *Server) isData(r *http.Request) bool {
-	if r.Header.Get(sandboxIDHeader) != "" {
+	if r.Header.Get(e2bapi.SandboxIDHeader) != "" {
 		return true
 	}
 	if _, _, ok := s.hostTarget(r.Host); ok {
@@ -136,7 +137,7 @@ func (s *Server) authKey(w http.ResponseWriter, r *http.Request) (string, bool) 
 // owned returns the key's sandbox by ID; another key's sandbox is as
 // unknown as a missing one. On failure it has answered 404.
 func (s *Server) owned(w http.ResponseWriter, r *http.Request, keyID string) *record {
-	id := r.PathValue("id")
+	id := r.PathValue("sandboxID")
 	rec := s.st.get(id)
 	if rec == nil || rec.keyID != keyID {
 		writeError(w, http.StatusNotFound, "sandbox %q not found", id)

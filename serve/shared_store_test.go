@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -65,7 +66,7 @@ func TestStatelessReplicas(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("get on the other replica: %d %s", r.status, r.body)
 	}
-	var got detailJSON
+	var got e2bapi.SandboxDetail
 	r.json(t, &got)
 	if got.EnvdAccessToken != sb.EnvdAccessToken || got.Metadata["suite"] != "s1" || len(got.Metadata) != 1 || got.TemplateID != "base" {
 		t.Fatalf("the other replica's record: %+v", got)
@@ -73,7 +74,7 @@ func TestStatelessReplicas(t *testing.T) {
 	if r := b.call("GET", "/sandboxes/"+sb.SandboxID, otherKey, nil, nil); r.status != http.StatusNotFound {
 		t.Errorf("another key's get on the other replica: %d", r.status)
 	}
-	var listed []listedJSON
+	var listed []e2bapi.ListedSandbox
 	b.call("GET", "/v2/sandboxes?metadata=suite%3Ds1", testKey, nil, nil).json(t, &listed)
 	if len(listed) != 1 || listed[0].SandboxID != sb.SandboxID {
 		t.Errorf("list on the other replica: %+v", listed)
@@ -97,7 +98,7 @@ func TestStatelessReplicas(t *testing.T) {
 	if r := b.filesCall("GET", "path=/tmp/from-a", nil, map[string]string{envd.AccessTokenHeader: sb.EnvdAccessToken}); r.status != http.StatusOK || string(r.body) != "hello" {
 		t.Errorf("/files by token on the other replica: %d %q", r.status, r.body)
 	}
-	if r := b.filesCall("GET", "path=/tmp/from-a", nil, map[string]string{sandboxIDHeader: sb.SandboxID, envd.AccessTokenHeader: "wrong"}); r.status != http.StatusUnauthorized {
+	if r := b.filesCall("GET", "path=/tmp/from-a", nil, map[string]string{e2bapi.SandboxIDHeader: sb.SandboxID, envd.AccessTokenHeader: "wrong"}); r.status != http.StatusUnauthorized {
 		t.Errorf("a wrong token on the other replica: %d", r.status)
 	}
 
@@ -169,7 +170,7 @@ func TestStatelessForgedLabels(t *testing.T) {
 	}
 	defer sb.Close()
 	defer sb.Delete(ctx)
-	if r := a.filesCall("GET", "path=/etc/hostname", nil, map[string]string{sandboxIDHeader: "forgedforgedforged00", envd.AccessTokenHeader: "a-token-the-attacker-knows"}); r.status != http.StatusBadGateway {
+	if r := a.filesCall("GET", "path=/etc/hostname", nil, map[string]string{e2bapi.SandboxIDHeader: "forgedforgedforged00", envd.AccessTokenHeader: "a-token-the-attacker-knows"}); r.status != http.StatusBadGateway {
 		t.Errorf("the forged sandbox was served: %d %s", r.status, r.body)
 	}
 	if r := a.call("GET", "/sandboxes/forgedforgedforged00", testKey, nil, nil); r.status != http.StatusNotFound {
@@ -207,7 +208,7 @@ func TestStatelessPrivateTraffic(t *testing.T) {
 	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != "private" {
 		t.Fatalf("the other replica with the token: %d %q", r.status, r.body)
 	}
-	var c sandboxJSON
+	var c e2bapi.Sandbox
 	b.call("POST", "/sandboxes/"+sb.SandboxID+"/connect", testKey, map[string]any{"timeout": 60}, nil).json(t, &c)
 	if c.TrafficAccessToken == nil || *c.TrafficAccessToken != *sb.TrafficAccessToken {
 		t.Fatalf("connect on the other replica answered traffic token %v", c.TrafficAccessToken)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/testing/tartest"
 	"github.com/berth-sh/berth/serve/apikeys"
 )
@@ -92,7 +93,7 @@ func TestAttackTemplateUploads(t *testing.T) {
 	// COPY sources outside the context are refused before anything runs.
 	ctid, cbid := e.requestTemplate(testKey, "attack-copy-"+newID()[:8])
 	for _, src := range []string{"../../../etc", "/etc/passwd", "a/../../b"} {
-		r := e.startTemplateBuild(testKey, ctid, cbid, buildStart{FromImage: bashImage, Steps: []templateStep{{Type: "COPY", Args: []string{src, "/x"}, FilesHash: hash}}})
+		r := e.startTemplateBuild(testKey, ctid, cbid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{src, "/x"}, FilesHash: hash}}})
 		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "build context") {
 			t.Errorf("COPY %q: %d %s", src, r.status, r.body)
 		}
@@ -104,7 +105,7 @@ func TestAttackTemplateUploads(t *testing.T) {
 	if present, _, r := e.fileLink(otherKey, otid, hash); r.status != http.StatusCreated || present {
 		t.Fatalf("another key sees the upload: %d present=%v", r.status, present)
 	}
-	r := e.startTemplateBuild(otherKey, otid, obid, buildStart{FromImage: bashImage, Steps: []templateStep{{Type: "COPY", Args: []string{"a.txt", "/a.txt"}, FilesHash: hash}}})
+	r := e.startTemplateBuild(otherKey, otid, obid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"a.txt", "/a.txt"}, FilesHash: hash}}})
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "were not uploaded") {
 		t.Fatalf("COPY of another key's upload: %d %s", r.status, r.body)
 	}
@@ -119,7 +120,7 @@ func TestAttackTemplateUploads(t *testing.T) {
 	e.s.tpl.key(apikeys.ID(testKey)).uploads[planted] = 1
 	e.s.tpl.mu.Unlock()
 	ptid, pbid := e.requestTemplate(testKey, "attack-planted-"+newID()[:8])
-	if r := e.startTemplateBuild(testKey, ptid, pbid, buildStart{FromImage: bashImage, Steps: []templateStep{{Type: "COPY", Args: []string{".", "/x"}, FilesHash: planted}}}); r.status != http.StatusAccepted {
+	if r := e.startTemplateBuild(testKey, ptid, pbid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{".", "/x"}, FilesHash: planted}}}); r.status != http.StatusAccepted {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
 	bi := e.waitBuild(testKey, ptid, pbid)

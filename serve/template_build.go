@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/tailbuf"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -59,7 +60,7 @@ func (t *templates) run(keyID string, b *build, r *recipe) {
 	t.builds.WithLabelValues(result).Inc()
 	if err != nil {
 		b.status = statusError
-		b.reason = &buildReason{Message: err.Error(), Step: stepOfErr(r, err), LogEntries: b.log.last(logTailLines)}
+		b.reason = &e2bapi.BuildStatusReason{Message: err.Error(), Step: stepOfErr(r, err), LogEntries: b.log.last(logTailLines)}
 		t.s.log.Info("template build failed", "template", b.tmpl.alias, "build", b.id, "key", keyID, "error", err)
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/hosttar"
 )
@@ -89,13 +90,13 @@ func (s *Server) fileLink(w http.ResponseWriter, r *http.Request, keyID string) 
 		return
 	}
 	if s.tpl.present(keyID, hash) {
-		writeJSON(w, http.StatusCreated, map[string]any{"present": true})
+		writeJSON(w, http.StatusCreated, e2bapi.TemplateBuildFileUpload{Present: true})
 		return
 	}
 	exp := strconv.FormatInt(time.Now().Add(uploadURLLife).Unix(), 10)
 	q := url.Values{"expires": {exp}, "signature": {s.tpl.sign(tm.id, hash, exp)}}
-	u := requestBase(r) + "/templates/" + tm.id + "/files/" + hash + "?" + q.Encode()
-	writeJSON(w, http.StatusCreated, map[string]any{"present": false, "url": u})
+	u := requestBase(r) + e2bapi.Path(e2bapi.RouteTemplateFile, tm.id, hash) + "?" + q.Encode()
+	writeJSON(w, http.StatusCreated, e2bapi.TemplateBuildFileUpload{URL: u})
 }
 
 // requestBase is the scheme and host the client called.

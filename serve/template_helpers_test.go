@@ -14,18 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 )
 
-// buildInfo is TemplateBuildInfo as the tests read it.
-type buildInfo struct {
-	BuildID    string       `json:"buildID"`
-	TemplateID string       `json:"templateID"`
-	Status     string       `json:"status"`
-	LogEntries []logEntry   `json:"logEntries"`
-	Logs       []string     `json:"logs"`
-	Reason     *buildReason `json:"reason"`
-}
+// buildInfo is a build's status as the tests read it.
+type buildInfo struct{ e2bapi.TemplateBuildInfo }
 
 // requestTemplate is POST /v3/templates as key; it fails the test unless
 // the answer is 202.
@@ -48,10 +42,10 @@ func (e *testEnv) startTemplateBuild(key, tid, bid string, body any) response {
 
 // buildTemplate requests and starts a build of name from steps over
 // bashImage, failing the test unless the start is answered 202.
-func (e *testEnv) buildTemplate(key, name string, steps ...templateStep) (tid, bid string) {
+func (e *testEnv) buildTemplate(key, name string, steps ...e2bapi.TemplateStep) (tid, bid string) {
 	e.t.Helper()
 	tid, bid = e.requestTemplate(key, name)
-	if r := e.startTemplateBuild(key, tid, bid, buildStart{FromImage: bashImage, Steps: steps}); r.status != http.StatusAccepted {
+	if r := e.startTemplateBuild(key, tid, bid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: steps}); r.status != http.StatusAccepted {
 		e.t.Fatalf("start build of %s: %d %s", name, r.status, r.body)
 	}
 	return tid, bid
@@ -173,7 +167,7 @@ func withQuery(t testing.TB, u, key, v string) string {
 
 // shellIn runs script with sh in the sandbox through the server's data
 // plane and returns its stdout.
-func (e *testEnv) shellIn(sb sandboxJSON, script string) (string, error) {
+func (e *testEnv) shellIn(sb e2bapi.Sandbox, script string) (string, error) {
 	e.t.Helper()
 	var out strings.Builder
 	p, err := e.envdClient(sb).Exec(e.t.Context(), sandbox.Command{Args: []string{"/bin/sh", "-c", script}, Stdout: &out})

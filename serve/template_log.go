@@ -7,18 +7,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/berth-sh/berth/e2bapi"
 )
 
-// logEntry is BuildLogEntry.
-type logEntry struct {
-	Timestamp time.Time `json:"timestamp"`
-	Level     string    `json:"level"`
-	Message   string    `json:"message"`
-	Step      string    `json:"step,omitempty"`
-}
+// logEntry is one line of a build's log.
+type logEntry = e2bapi.BuildLogEntry
 
 // logLevels orders LogLevel for the status route's level filter.
-var logLevels = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
+var logLevels = map[string]int{e2bapi.LevelDebug: 0, e2bapi.LevelInfo: 1, e2bapi.LevelWarn: 2, e2bapi.LevelError: 3}
 
 // Bounds of one build log besides its byte limit.
 const (
@@ -116,12 +113,12 @@ func (l *buildLog) lineLocked(s string) {
 		if n, err := strconv.Atoi(num); err == nil {
 			if sl, ok := l.lines[n]; ok {
 				l.step = sl.step
-				l.addLocked(logEntry{Timestamp: time.Now().UTC(), Level: "info", Step: sl.step, Message: stepHeader(sl)})
+				l.addLocked(logEntry{Timestamp: time.Now().UTC(), Level: e2bapi.LevelInfo, Step: sl.step, Message: stepHeader(sl)})
 				return
 			}
 		}
 	}
-	l.addLocked(logEntry{Timestamp: time.Now().UTC(), Level: "info", Step: l.step, Message: s})
+	l.addLocked(logEntry{Timestamp: time.Now().UTC(), Level: e2bapi.LevelInfo, Step: l.step, Message: s})
 }
 
 func stepHeader(sl stepLine) string {
@@ -151,7 +148,7 @@ func (l *buildLog) close() {
 	if l.dropped == 0 {
 		return
 	}
-	l.entries = append(l.entries, logEntry{Timestamp: time.Now().UTC(), Level: "warn", Step: l.step,
+	l.entries = append(l.entries, logEntry{Timestamp: time.Now().UTC(), Level: e2bapi.LevelWarn, Step: l.step,
 		Message: fmt.Sprintf("... %d log lines left out (this server keeps %d bytes of a build's log); the last %d follow", l.dropped, l.max, len(l.tail))})
 	l.entries = append(l.entries, l.tail...)
 	l.tail = nil

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -25,29 +26,10 @@ import (
 // starts on maps build errors and log lines back to the step's index,
 // which is what the SDK reads to point at the builder call that failed.
 
-// buildStart is TemplateBuildStartV2, the body of POST
-// /v2/templates/{templateID}/builds/{buildID}; fields the SDK sends that a
-// build here does not use (a step's forceUpload, resolveSymlinks, gzip)
-// are ignored, as E2B does.
-type buildStart struct {
-	Force             bool            `json:"force"`
-	FromImage         string          `json:"fromImage"`
-	FromTemplate      string          `json:"fromTemplate"`
-	FromImageRegistry json.RawMessage `json:"fromImageRegistry"`
-	StartCmd          string          `json:"startCmd"`
-	ReadyCmd          string          `json:"readyCmd"`
-	Steps             []templateStep  `json:"steps"`
-}
-
-// templateStep is TemplateStep. Args by type, as the SDK writes them:
-// RUN [command, user?], COPY [src, dest, owner?, mode?] with FilesHash,
-// ENV [k1, v1, k2, v2, ...], WORKDIR [dir], USER [name].
-type templateStep struct {
-	Type      string   `json:"type"`
-	Args      []string `json:"args"`
-	FilesHash string   `json:"filesHash"`
-	Force     bool     `json:"force"`
-}
+// The body of POST /v2/templates/{templateID}/builds/{buildID} is
+// e2bapi.TemplateBuildStartV2; fields the SDK sends that a build here does
+// not use (a step's forceUpload, resolveSymlinks, gzip) are ignored, as
+// E2B does.
 
 // Step names of the build's first and last phases, as E2B reports them in
 // a failure's reason; the steps between are "1", "2", ...
@@ -176,7 +158,7 @@ func globBase(src string) string {
 
 // newRecipe validates b over base (the resolved FROM image) and writes
 // its Dockerfile. present says whether the key uploaded a COPY's files.
-func newRecipe(b buildStart, base string, maxSteps int, present func(hash string) bool) (*recipe, error) {
+func newRecipe(b e2bapi.TemplateBuildStartV2, base string, maxSteps int, present func(hash string) bool) (*recipe, error) {
 	if len(b.FromImageRegistry) > 0 && string(b.FromImageRegistry) != "null" {
 		// Never echoed: it holds registry credentials.
 		return nil, sandbox.Errorf(sandbox.NotSupported, "fromImageRegistry (registry credentials) is not supported by berth serve: base images must be public or already in the provider's store")
@@ -258,7 +240,7 @@ func newRecipe(b buildStart, base string, maxSteps int, present func(hash string
 
 // runLine validates a RUN step and writes its line: the exec form of the
 // wrapper, as the step's user when it names one (RUN --user, berth's own).
-func runLine(i int, st templateStep) (string, error) {
+func runLine(i int, st e2bapi.TemplateStep) (string, error) {
 	if len(st.Args) < 1 || len(st.Args) > 2 || st.Args[0] == "" {
 		return "", badStep(i, "RUN takes a command and an optional user, got %d arguments", len(st.Args))
 	}
@@ -280,7 +262,7 @@ func runLine(i int, st templateStep) (string, error) {
 // from the step's own directory of the context (its upload unpacked), so
 // uploads of two steps never mix; the owner defaults to the current USER,
 // as in E2B.
-func copyLine(i int, st templateStep, user string, present func(string) bool) (string, error) {
+func copyLine(i int, st e2bapi.TemplateStep, user string, present func(string) bool) (string, error) {
 	if len(st.Args) < 2 || len(st.Args) > 4 {
 		return "", badStep(i, "COPY takes a source, a destination, an optional owner and mode, got %d arguments", len(st.Args))
 	}

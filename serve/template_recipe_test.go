@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/providers/local/dockerfile"
 	"github.com/berth-sh/berth/sandbox"
 )
@@ -16,7 +17,7 @@ var testHash = strings.Repeat("ab", 32)
 // hold, and each line maps to its step.
 func TestRecipeRoundTrip(t *testing.T) {
 	run := "printf '%s\\n' \"a b\" 'c $HOME' && cat <<EOF > /x\nline 2 \"quoted\" $NOT_EXPANDED\nEOF"
-	steps := []templateStep{
+	steps := []e2bapi.TemplateStep{
 		{Type: "ENV", Args: []string{"A", "one two \"three\"", "B", "x=y", "C", `C:\dir\ 'q' \"`}},
 		{Type: "RUN", Args: []string{run}},
 		{Type: "RUN", Args: []string{"apt-get install -y curl", "root"}},
@@ -25,7 +26,7 @@ func TestRecipeRoundTrip(t *testing.T) {
 		{Type: "copy", Args: []string{"./conf/a.json", "a.json", "other:grp"}, FilesHash: testHash},
 		{Type: "WORKDIR", Args: []string{`/srv/$x "a" 'b' \c`}},
 	}
-	r, err := newRecipe(buildStart{FromImage: "debian:bookworm-slim", Steps: steps, StartCmd: "serve", ReadyCmd: "true"}, "debian:bookworm-slim", 100, func(string) bool { return true })
+	r, err := newRecipe(e2bapi.TemplateBuildStartV2{FromImage: "debian:bookworm-slim", Steps: steps, StartCmd: "serve", ReadyCmd: "true"}, "debian:bookworm-slim", 100, func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +93,8 @@ func TestRecipeLongCommand(t *testing.T) {
 		b.WriteString(`echo 'a\b' "#x" \\ $HOME  ` + strings.Repeat("QUJD", 50) + "\n")
 	}
 	long := b.String()
-	steps := []templateStep{{Type: "RUN", Args: []string{long}}, {Type: "ENV", Args: []string{"E", strings.Repeat(`\ #`, 30<<10)}}, {Type: "USER", Args: []string{"app"}}}
-	r, err := newRecipe(buildStart{Steps: steps}, "debian:bookworm-slim", 10, func(string) bool { return true })
+	steps := []e2bapi.TemplateStep{{Type: "RUN", Args: []string{long}}, {Type: "ENV", Args: []string{"E", strings.Repeat(`\ #`, 30<<10)}}, {Type: "USER", Args: []string{"app"}}}
+	r, err := newRecipe(e2bapi.TemplateBuildStartV2{Steps: steps}, "debian:bookworm-slim", 10, func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestRecipeLongCommand(t *testing.T) {
 // TestRecipeDigest: the cache key covers the steps, the uploads, the
 // start and ready commands and the key, and not force.
 func TestRecipeDigest(t *testing.T) {
-	mk := func(b buildStart) *recipe {
+	mk := func(b e2bapi.TemplateBuildStartV2) *recipe {
 		t.Helper()
 		r, err := newRecipe(b, "img", 10, func(string) bool { return true })
 		if err != nil {
@@ -126,19 +127,19 @@ func TestRecipeDigest(t *testing.T) {
 		}
 		return r
 	}
-	copyStep := func(hash string) templateStep {
-		return templateStep{Type: "COPY", Args: []string{"a", "/a"}, FilesHash: hash}
+	copyStep := func(hash string) e2bapi.TemplateStep {
+		return e2bapi.TemplateStep{Type: "COPY", Args: []string{"a", "/a"}, FilesHash: hash}
 	}
-	base := mk(buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}})
-	same := mk(buildStart{Force: true, Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}})
+	base := mk(e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}})
+	same := mk(e2bapi.TemplateBuildStartV2{Force: true, Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}})
 	if base.digest("k1") != same.digest("k1") || !same.force || base.force {
 		t.Fatal("force changed the digest, or was lost")
 	}
 	for name, other := range map[string]string{
 		"key":   base.digest("k2"),
-		"step":  mk(buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{"false"}}, copyStep(testHash)}}).digest("k1"),
-		"files": mk(buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(strings.Repeat("cd", 32))}}).digest("k1"),
-		"start": mk(buildStart{StartCmd: "x", Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}}).digest("k1"),
+		"step":  mk(e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"false"}}, copyStep(testHash)}}).digest("k1"),
+		"files": mk(e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(strings.Repeat("cd", 32))}}).digest("k1"),
+		"start": mk(e2bapi.TemplateBuildStartV2{StartCmd: "x", Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true"}}, copyStep(testHash)}}).digest("k1"),
 	} {
 		if other == base.digest("k1") {
 			t.Errorf("a different %s has the same digest", name)
@@ -153,29 +154,29 @@ func TestRecipeRefusals(t *testing.T) {
 	uploaded := func(h string) bool { return h == testHash }
 	cases := []struct {
 		name  string
-		b     buildStart
+		b     e2bapi.TemplateBuildStartV2
 		base  string
 		class sandbox.Class
 		msg   string
 	}{
-		{"copy parent", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"../../etc/passwd", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "step 1: COPY source \"../../etc/passwd\" is outside the build context"},
-		{"copy parent inside", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"a/../../b", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "outside the build context"},
-		{"copy absolute", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"/etc/passwd", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "not a relative path"},
-		{"copy not uploaded", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"a", "/x"}, FilesHash: strings.Repeat("0", 64)}}}, "img", sandbox.InvalidArgument, "were not uploaded"},
-		{"copy bad hash", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"a", "/x"}, FilesHash: "../../x"}}}, "img", sandbox.InvalidArgument, "64 hex digits"},
-		{"copy newline dest", buildStart{Steps: []templateStep{{Type: "COPY", Args: []string{"a", "/x\nRUN evil"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "not one line"},
-		{"env newline", buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}, {Type: "ENV", Args: []string{"A", "x\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "step 2: ENV A: values with newlines"},
-		{"env name", buildStart{Steps: []templateStep{{Type: "ENV", Args: []string{"A B", "x"}}}}, "img", sandbox.InvalidArgument, "not a variable name"},
-		{"env odd", buildStart{Steps: []templateStep{{Type: "ENV", Args: []string{"A"}}}}, "img", sandbox.InvalidArgument, "pairs"},
-		{"user injection", buildStart{Steps: []templateStep{{Type: "USER", Args: []string{"root\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "one user name"},
-		{"run user injection", buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{"true", "root [\"x\"]"}}}}, "img", sandbox.InvalidArgument, "not a user name"},
-		{"workdir newline", buildStart{Steps: []templateStep{{Type: "WORKDIR", Args: []string{"/a\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "one line"},
-		{"unknown step", buildStart{Steps: []templateStep{{Type: "HEALTHCHECK", Args: []string{"x"}}}}, "img", sandbox.InvalidArgument, "type \"HEALTHCHECK\" is not supported"},
-		{"base injection", buildStart{}, "img\nRUN evil", sandbox.InvalidArgument, "not an image reference"},
-		{"too many steps", buildStart{Steps: make([]templateStep, 11)}, "img", sandbox.InvalidArgument, "at most 10"},
-		{"command too long", buildStart{Steps: []templateStep{{Type: "RUN", Args: []string{strings.Repeat("x", maxCmdBytes+1)}}}}, "img", sandbox.InvalidArgument, "longer than 262144 bytes"},
-		{"Dockerfile too long", buildStart{Steps: slices.Repeat([]templateStep{{Type: "RUN", Args: []string{strings.Repeat("x", 200<<10)}}}, 6)}, "img", sandbox.InvalidArgument, "the builder reads at most"},
-		{"registry credentials", buildStart{FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"hunter2-secret"}`)}, "img", sandbox.NotSupported, "fromImageRegistry"},
+		{"copy parent", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"../../etc/passwd", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "step 1: COPY source \"../../etc/passwd\" is outside the build context"},
+		{"copy parent inside", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"a/../../b", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "outside the build context"},
+		{"copy absolute", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"/etc/passwd", "/x"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "not a relative path"},
+		{"copy not uploaded", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"a", "/x"}, FilesHash: strings.Repeat("0", 64)}}}, "img", sandbox.InvalidArgument, "were not uploaded"},
+		{"copy bad hash", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"a", "/x"}, FilesHash: "../../x"}}}, "img", sandbox.InvalidArgument, "64 hex digits"},
+		{"copy newline dest", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "COPY", Args: []string{"a", "/x\nRUN evil"}, FilesHash: testHash}}}, "img", sandbox.InvalidArgument, "not one line"},
+		{"env newline", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true"}}, {Type: "ENV", Args: []string{"A", "x\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "step 2: ENV A: values with newlines"},
+		{"env name", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "ENV", Args: []string{"A B", "x"}}}}, "img", sandbox.InvalidArgument, "not a variable name"},
+		{"env odd", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "ENV", Args: []string{"A"}}}}, "img", sandbox.InvalidArgument, "pairs"},
+		{"user injection", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "USER", Args: []string{"root\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "one user name"},
+		{"run user injection", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"true", "root [\"x\"]"}}}}, "img", sandbox.InvalidArgument, "not a user name"},
+		{"workdir newline", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "WORKDIR", Args: []string{"/a\nRUN evil"}}}}, "img", sandbox.InvalidArgument, "one line"},
+		{"unknown step", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "HEALTHCHECK", Args: []string{"x"}}}}, "img", sandbox.InvalidArgument, "type \"HEALTHCHECK\" is not supported"},
+		{"base injection", e2bapi.TemplateBuildStartV2{}, "img\nRUN evil", sandbox.InvalidArgument, "not an image reference"},
+		{"too many steps", e2bapi.TemplateBuildStartV2{Steps: make([]e2bapi.TemplateStep, 11)}, "img", sandbox.InvalidArgument, "at most 10"},
+		{"command too long", e2bapi.TemplateBuildStartV2{Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{strings.Repeat("x", maxCmdBytes+1)}}}}, "img", sandbox.InvalidArgument, "longer than 262144 bytes"},
+		{"Dockerfile too long", e2bapi.TemplateBuildStartV2{Steps: slices.Repeat([]e2bapi.TemplateStep{{Type: "RUN", Args: []string{strings.Repeat("x", 200<<10)}}}, 6)}, "img", sandbox.InvalidArgument, "the builder reads at most"},
+		{"registry credentials", e2bapi.TemplateBuildStartV2{FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"hunter2-secret"}`)}, "img", sandbox.NotSupported, "fromImageRegistry"},
 	}
 	for _, c := range cases {
 		_, err := newRecipe(c.b, c.base, 10, uploaded)

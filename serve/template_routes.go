@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/berth-sh/berth/e2bapi"
 )
 
 // The routes of E2B template builds, as the JS SDK 2.51's Template.build
@@ -17,12 +19,12 @@ import (
 // (sandbox.Provider.BuildImage: on local, the Dockerfile builder); a
 // provider that cannot build answers 501.
 func (s *Server) templateRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/v3/templates", s.keyed(map[string]keyedFunc{"POST": s.requestBuild}))
-	mux.HandleFunc("/v2/templates/{templateID}/builds/{buildID}", s.keyed(map[string]keyedFunc{"POST": s.startBuild}))
-	mux.HandleFunc("/templates/{templateID}/builds/{buildID}/status", s.keyed(map[string]keyedFunc{"GET": s.buildStatus}))
-	mux.HandleFunc("/templates/{templateID}/files/{hash}", s.filesRoute)
-	mux.HandleFunc("/templates/aliases/{alias}", s.keyed(map[string]keyedFunc{"GET": s.aliasLookup}))
-	mux.HandleFunc("/templates/{templateID}", s.keyed(map[string]keyedFunc{"DELETE": s.deleteTemplate}))
+	mux.HandleFunc(e2bapi.RouteTemplatesV3, s.keyed(map[string]keyedFunc{"POST": s.requestBuild}))
+	mux.HandleFunc(e2bapi.RouteBuildV2, s.keyed(map[string]keyedFunc{"POST": s.startBuild}))
+	mux.HandleFunc(e2bapi.RouteBuildStatus, s.keyed(map[string]keyedFunc{"GET": s.buildStatus}))
+	mux.HandleFunc(e2bapi.RouteTemplateFile, s.filesRoute)
+	mux.HandleFunc(e2bapi.RouteAlias, s.keyed(map[string]keyedFunc{"GET": s.aliasLookup}))
+	mux.HandleFunc(e2bapi.RouteTemplate, s.keyed(map[string]keyedFunc{"DELETE": s.deleteTemplate}))
 }
 
 // buildsServed answers 501 unless this server builds templates.
@@ -45,11 +47,7 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, keyID stri
 	if !s.buildsServed(w) {
 		return
 	}
-	var req struct {
-		Name  string   `json:"name"`
-		Alias string   `json:"alias"` // before "name"
-		Tags  []string `json:"tags"`
-	}
+	var req e2bapi.TemplateBuildRequestV3
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -66,9 +64,8 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, keyID stri
 		writeError(w, status, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{
-		"templateID": tm.id, "buildID": b.id, "names": []string{tm.alias}, "aliases": []string{tm.alias},
-		"tags": b.tags, "public": false,
+	writeJSON(w, http.StatusAccepted, e2bapi.TemplateRequestResponseV3{
+		TemplateID: tm.id, BuildID: b.id, Names: []string{tm.alias}, Aliases: []string{tm.alias}, Tags: b.tags,
 	})
 }
 
@@ -83,7 +80,7 @@ func (s *Server) startBuild(w http.ResponseWriter, r *http.Request, keyID string
 	if b == nil {
 		return
 	}
-	var req buildStart
+	var req e2bapi.TemplateBuildStartV2
 	if !s.readJSON(w, r, &req) {
 		return
 	}
@@ -175,14 +172,10 @@ func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request, keyID strin
 	s.tpl.mu.Lock()
 	status, reason := b.status, b.reason
 	s.tpl.mu.Unlock()
-	resp := map[string]any{
-		"buildID": b.id, "templateID": tm.id, "status": status,
-		"logEntries": b.log.page(offset, min(limit, maxLogPage), level), "logs": []string{},
-	}
-	if reason != nil {
-		resp["reason"] = reason
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, e2bapi.TemplateBuildInfo{
+		BuildID: b.id, TemplateID: tm.id, Status: status, Reason: reason,
+		LogEntries: b.log.page(offset, min(limit, maxLogPage), level), Logs: []string{},
+	})
 }
 
 // aliasLookup is GET /templates/aliases/{alias} (TemplateAliasResponse):
@@ -193,7 +186,7 @@ func (s *Server) aliasLookup(w http.ResponseWriter, r *http.Request, keyID strin
 	status, id, public := s.tpl.aliasStatus(keyID, alias)
 	switch status {
 	case http.StatusOK:
-		writeJSON(w, http.StatusOK, map[string]any{"templateID": id, "public": public})
+		writeJSON(w, http.StatusOK, e2bapi.TemplateAliasResponse{TemplateID: id, Public: public})
 	case http.StatusForbidden:
 		writeError(w, status, "template alias %q belongs to another API key", alias)
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 )
 
@@ -85,24 +86,17 @@ type build struct {
 	// Guarded by templates.mu.
 	started bool   // triggered
 	status  string // waiting, building, ready, error
-	reason  *buildReason
+	reason  *e2bapi.BuildStatusReason
 	digest  string
 	out     builtImage
 }
 
-// buildReason is BuildStatusReason.
-type buildReason struct {
-	Message    string     `json:"message"`
-	Step       string     `json:"step,omitempty"`
-	LogEntries []logEntry `json:"logEntries"`
-}
-
 // Build statuses, TemplateBuildStatus.
 const (
-	statusWaiting  = "waiting"
-	statusBuilding = "building"
-	statusReady    = "ready"
-	statusError    = "error"
+	statusWaiting  = e2bapi.BuildWaiting
+	statusBuilding = e2bapi.BuildBuilding
+	statusReady    = e2bapi.BuildReady
+	statusError    = e2bapi.BuildError
 )
 
 // defaultTag is the tag of builds that name none, and the one a create

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/testing/tartest"
 )
 
@@ -40,7 +41,7 @@ func TestTemplateAlias(t *testing.T) {
 	} else if _, msg := r.errorCode(t); !strings.Contains(msg, "another API key") {
 		t.Fatalf("403 message %q", msg)
 	}
-	if r := lookup(otherKey, DefaultTemplate); r.status != http.StatusOK || !strings.Contains(string(r.body), `"public":true`) {
+	if r := lookup(otherKey, e2bapi.DefaultTemplate); r.status != http.StatusOK || !strings.Contains(string(r.body), `"public":true`) {
 		t.Fatalf("the server's base template: %d %s", r.status, r.body)
 	}
 	for _, c := range []struct {
@@ -50,7 +51,7 @@ func TestTemplateAlias(t *testing.T) {
 	}{
 		{otherKey, alias, http.StatusForbidden, "belongs to another API key"},
 		{otherKey, alias + ":v2", http.StatusForbidden, "belongs to another API key"},
-		{testKey, DefaultTemplate, http.StatusForbidden, "this server's own"},
+		{testKey, e2bapi.DefaultTemplate, http.StatusForbidden, "this server's own"},
 		{testKey, "Upper/Case", http.StatusBadRequest, "lowercase"},
 		{otherKey, tid, http.StatusConflict, "is the ID of another template"},
 	} {
@@ -98,7 +99,7 @@ func TestTemplateBuildsUnsupported(t *testing.T) {
 	if r.status != http.StatusNotImplemented || !strings.Contains(string(r.body), "NotSupported") {
 		t.Fatalf("POST /v3/templates over the fake: %d %s", r.status, r.body)
 	}
-	if r := e.call("GET", "/templates/aliases/"+DefaultTemplate, testKey, nil, nil); r.status != http.StatusOK {
+	if r := e.call("GET", "/templates/aliases/"+e2bapi.DefaultTemplate, testKey, nil, nil); r.status != http.StatusOK {
 		t.Fatalf("alias of the base template: %d %s", r.status, r.body)
 	}
 	if r := e.call("GET", "/templates/aliases/x", testKey, nil, nil); r.status != http.StatusNotFound {
@@ -114,7 +115,7 @@ func TestTemplateBuildsUnsupported(t *testing.T) {
 func TestTemplateBuildOnce(t *testing.T) {
 	e := newBuildEnv(t, nil)
 	alias := "once-" + newID()[:8]
-	run := templateStep{Type: "RUN", Args: []string{"echo built > /built.txt; sleep 1"}}
+	run := e2bapi.TemplateStep{Type: "RUN", Args: []string{"echo built > /built.txt; sleep 1"}}
 	var ids [2][2]string
 	for i := range ids {
 		ids[i][0], ids[i][1] = e.requestTemplate(testKey, alias)
@@ -122,7 +123,7 @@ func TestTemplateBuildOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range ids {
 		wg.Go(func() {
-			if r := e.startTemplateBuild(testKey, ids[i][0], ids[i][1], buildStart{FromImage: bashImage, Steps: []templateStep{run}}); r.status != http.StatusAccepted {
+			if r := e.startTemplateBuild(testKey, ids[i][0], ids[i][1], e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{run}}); r.status != http.StatusAccepted {
 				t.Errorf("start %d: %d %s", i, r.status, r.body)
 			}
 		})
@@ -153,7 +154,7 @@ func TestTemplateBuildOnce(t *testing.T) {
 	}
 	// force: a new build, whatever is cached.
 	tid, bid = e.requestTemplate(testKey, alias)
-	if r := e.startTemplateBuild(testKey, tid, bid, buildStart{FromImage: bashImage, Force: true, Steps: []templateStep{run}}); r.status != http.StatusAccepted {
+	if r := e.startTemplateBuild(testKey, tid, bid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Force: true, Steps: []e2bapi.TemplateStep{run}}); r.status != http.StatusAccepted {
 		t.Fatalf("forced start: %d %s", r.status, r.body)
 	}
 	if bi := e.waitBuild(testKey, tid, bid); bi.Status != statusReady {
@@ -179,8 +180,8 @@ func TestTemplateBuildOnce(t *testing.T) {
 func TestTemplateFailedBuild(t *testing.T) {
 	e := newLocalEnv(t, nil)
 	tid, bid := e.buildTemplate(testKey, "fails-"+newID()[:8],
-		templateStep{Type: "ENV", Args: []string{"WHO", "berth"}},
-		templateStep{Type: "RUN", Args: []string{"for i in 1 2 3; do echo line$i; done; echo last words of $WHO >&2; exit 3"}})
+		e2bapi.TemplateStep{Type: "ENV", Args: []string{"WHO", "berth"}},
+		e2bapi.TemplateStep{Type: "RUN", Args: []string{"for i in 1 2 3; do echo line$i; done; echo last words of $WHO >&2; exit 3"}})
 	bi := e.waitBuild(testKey, tid, bid)
 	if bi.Status != statusError || bi.Reason == nil {
 		t.Fatalf("status %s, reason %+v", bi.Status, bi.Reason)
@@ -221,7 +222,7 @@ func TestTemplateFailedBuild(t *testing.T) {
 		t.Fatalf("negative offset: %d", r.status)
 	}
 	// A started build is not started again.
-	if r := e.startTemplateBuild(testKey, tid, bid, buildStart{FromImage: bashImage}); r.status != http.StatusBadRequest {
+	if r := e.startTemplateBuild(testKey, tid, bid, e2bapi.TemplateBuildStartV2{FromImage: bashImage}); r.status != http.StatusBadRequest {
 		t.Fatalf("second start: %d %s", r.status, r.body)
 	}
 }
@@ -233,7 +234,7 @@ func TestTemplateStartCmd(t *testing.T) {
 	e := newLocalEnv(t, func(o *Options) { o.TemplateBuilds.ReadyTimeout = 3 * time.Second })
 	alias := "server-" + newID()[:8]
 	tid, bid := e.requestTemplate(testKey, alias)
-	start := buildStart{FromImage: bashImage, StartCmd: "sleep 1; echo $$ > /tmp/started; exec sleep 1000", ReadyCmd: "test -s /tmp/started"}
+	start := e2bapi.TemplateBuildStartV2{FromImage: bashImage, StartCmd: "sleep 1; echo $$ > /tmp/started; exec sleep 1000", ReadyCmd: "test -s /tmp/started"}
 	if r := e.startTemplateBuild(testKey, tid, bid, start); r.status != http.StatusAccepted {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
@@ -247,7 +248,7 @@ func TestTemplateStartCmd(t *testing.T) {
 	e.call("DELETE", "/sandboxes/"+sb.SandboxID, testKey, nil, nil)
 
 	tid, bid = e.requestTemplate(testKey, alias+"-never")
-	start = buildStart{FromImage: bashImage, StartCmd: "echo starting up; sleep 1000", ReadyCmd: "false"}
+	start = e2bapi.TemplateBuildStartV2{FromImage: bashImage, StartCmd: "echo starting up; sleep 1000", ReadyCmd: "false"}
 	if r := e.startTemplateBuild(testKey, tid, bid, start); r.status != http.StatusAccepted {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
@@ -274,8 +275,8 @@ func TestTemplateBounds(t *testing.T) {
 		}
 	}
 	tid, bid := e.requestTemplate(testKey, name+"-a")
-	true1 := templateStep{Type: "RUN", Args: []string{"true"}}
-	want("3 steps", e.startTemplateBuild(testKey, tid, bid, buildStart{FromImage: bashImage, Steps: []templateStep{true1, true1, true1}}), http.StatusBadRequest, "at most 2")
+	true1 := e2bapi.TemplateStep{Type: "RUN", Args: []string{"true"}}
+	want("3 steps", e.startTemplateBuild(testKey, tid, bid, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{true1, true1, true1}}), http.StatusBadRequest, "at most 2")
 
 	// Uploads go to the other key's template, whose count is its own.
 	otid, _ := e.requestTemplate(otherKey, name+"-files")
@@ -322,9 +323,9 @@ func TestTemplateBounds(t *testing.T) {
 
 	// One build at a time per key: the second is 429 with Retry-After,
 	// and the first ends at the build time limit.
-	tid, bid = e.buildTemplate(testKey, name+"-slow", templateStep{Type: "RUN", Args: []string{"echo sleeping; sleep 60"}})
+	tid, bid = e.buildTemplate(testKey, name+"-slow", e2bapi.TemplateStep{Type: "RUN", Args: []string{"echo sleeping; sleep 60"}})
 	tid2, bid2 := e.requestTemplate(testKey, name+"-b")
-	r = e.startTemplateBuild(testKey, tid2, bid2, buildStart{FromImage: bashImage, Steps: []templateStep{true1}})
+	r = e.startTemplateBuild(testKey, tid2, bid2, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{true1}})
 	want("a second build going", r, http.StatusTooManyRequests, "builds going")
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("429 without Retry-After")
@@ -341,7 +342,7 @@ func TestTemplateBounds(t *testing.T) {
 
 	// A log past 300 bytes: the head, a line saying what was left out,
 	// then the last lines.
-	r = e.startTemplateBuild(testKey, tid2, bid2, buildStart{FromImage: bashImage, Steps: []templateStep{{Type: "RUN", Args: []string{"i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo out-$i; done"}}}})
+	r = e.startTemplateBuild(testKey, tid2, bid2, e2bapi.TemplateBuildStartV2{FromImage: bashImage, Steps: []e2bapi.TemplateStep{{Type: "RUN", Args: []string{"i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo out-$i; done"}}}})
 	want("the log build", r, http.StatusAccepted, "")
 	bi = e.waitBuild(testKey, tid2, bid2)
 	text := logText(bi.LogEntries)
@@ -363,21 +364,21 @@ func TestTemplateBounds(t *testing.T) {
 func TestTemplateFromTemplate(t *testing.T) {
 	e := newLocalEnv(t, nil)
 	parent := "parent-" + newID()[:8]
-	tid, bid := e.buildTemplate(testKey, parent, templateStep{Type: "RUN", Args: []string{"echo from the parent > /parent.txt"}})
+	tid, bid := e.buildTemplate(testKey, parent, e2bapi.TemplateStep{Type: "RUN", Args: []string{"echo from the parent > /parent.txt"}})
 	if bi := e.waitBuild(testKey, tid, bid); bi.Status != statusReady {
 		t.Fatalf("parent: %s %+v", bi.Status, bi.Reason)
 	}
 	child := parent + "-child"
-	steps := []templateStep{
+	steps := []e2bapi.TemplateStep{
 		{Type: "RUN", Args: []string{"cat /parent.txt > /tmp/child.txt; id -u > /tmp/uid-step", "nobody"}},
 		{Type: "RUN", Args: []string{"id -u > /tmp/uid-after"}},
 	}
 	otid, obid := e.requestTemplate(otherKey, "other-"+child)
-	if r := e.startTemplateBuild(otherKey, otid, obid, buildStart{FromTemplate: parent, Steps: steps}); r.status != http.StatusForbidden {
+	if r := e.startTemplateBuild(otherKey, otid, obid, e2bapi.TemplateBuildStartV2{FromTemplate: parent, Steps: steps}); r.status != http.StatusForbidden {
 		t.Fatalf("another key's template as a base: %d %s", r.status, r.body)
 	}
 	tid, bid = e.requestTemplate(testKey, child)
-	if r := e.startTemplateBuild(testKey, tid, bid, buildStart{FromTemplate: parent, Steps: steps}); r.status != http.StatusAccepted {
+	if r := e.startTemplateBuild(testKey, tid, bid, e2bapi.TemplateBuildStartV2{FromTemplate: parent, Steps: steps}); r.status != http.StatusAccepted {
 		t.Fatalf("start: %d %s", r.status, r.body)
 	}
 	if bi := e.waitBuild(testKey, tid, bid); bi.Status != statusReady {

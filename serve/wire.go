@@ -8,16 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox"
 )
-
-// apiError is the control plane's error body; the SDKs read the code from
-// it (a 404 without {"code":404} makes kill() throw instead of returning
-// false).
-type apiError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -26,7 +19,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, format string, args ...any) {
-	writeJSON(w, status, apiError{Code: status, Message: fmt.Sprintf(format, args...)})
+	writeJSON(w, status, e2bapi.Error{Code: status, Message: fmt.Sprintf(format, args...)})
 }
 
 // writeRetry answers 429 with Retry-After, which SDKs >= 2.49 honour.
@@ -71,64 +64,4 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-// createRequest is the body of POST /sandboxes and /v2/sandboxes; fields
-// this server cannot honour are read so that they can be refused clearly.
-type createRequest struct {
-	TemplateID          string            `json:"templateID"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	Timeout             *int64            `json:"timeout"`
-	Secure              *bool             `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	AutoPause           *bool             `json:"autoPause"`
-	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
-	Network             *networkJSON      `json:"network"`
-}
-
-// networkJSON is the part of a create's network options this server
-// reads: whether the sandbox's ports are open to anyone who names them.
-type networkJSON struct {
-	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-}
-
-type timeoutRequest struct {
-	Timeout *int64 `json:"timeout"`
-}
-
-// sandboxJSON is the Sandbox schema: create, connect and resume answer it.
-type sandboxJSON struct {
-	SandboxID          string  `json:"sandboxID"`
-	TemplateID         string  `json:"templateID"`
-	Alias              string  `json:"alias,omitempty"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-	Domain             string  `json:"domain"`
-}
-
-// listedJSON is the ListedSandbox schema.
-type listedJSON struct {
-	SandboxID   string            `json:"sandboxID"`
-	TemplateID  string            `json:"templateID"`
-	Alias       string            `json:"alias,omitempty"`
-	ClientID    string            `json:"clientID"`
-	CPUCount    int               `json:"cpuCount"`
-	MemoryMB    int               `json:"memoryMB"`
-	DiskSizeMB  int               `json:"diskSizeMB"`
-	StartedAt   time.Time         `json:"startedAt"`
-	EndAt       time.Time         `json:"endAt"`
-	EnvdVersion string            `json:"envdVersion"`
-	State       string            `json:"state"`
-	Metadata    map[string]string `json:"metadata"`
-}
-
-// detailJSON is the SandboxDetail schema of GET /sandboxes/{id}.
-type detailJSON struct {
-	listedJSON
-	EnvdAccessToken     string `json:"envdAccessToken"`
-	Domain              string `json:"domain"`
-	AllowInternetAccess bool   `json:"allowInternetAccess"`
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 )
 
@@ -70,18 +71,18 @@ func newFake(t *testing.T, o fakeOptions) *fakeE2B {
 	f := &fakeE2B{t: t, key: "e2b_" + randHex(16), v2: o.v2, domain: o.domain, sandboxes: map[string]*fakeSandbox{}, bodies: map[string][]json.RawMessage{}}
 	mux := http.NewServeMux()
 	if f.v2 == "all" {
-		mux.HandleFunc("POST /v2/sandboxes", f.create)
-		mux.HandleFunc("POST /v2/sandboxes/{id}/connect", f.connect)
+		mux.HandleFunc("POST "+e2bapi.RouteSandboxesV2, f.create)
+		mux.HandleFunc("POST "+e2bapi.RouteConnectV2, f.connect)
 	}
 	if f.v2 == "all" || f.v2 == "list" {
-		mux.HandleFunc("GET /v2/sandboxes", f.list)
+		mux.HandleFunc("GET "+e2bapi.RouteSandboxesV2, f.list)
 	}
-	mux.HandleFunc("POST /sandboxes", f.create)
-	mux.HandleFunc("GET /sandboxes", f.list)
-	mux.HandleFunc("GET /sandboxes/{id}", f.get)
-	mux.HandleFunc("DELETE /sandboxes/{id}", f.kill)
-	mux.HandleFunc("POST /sandboxes/{id}/timeout", f.timeout)
-	mux.HandleFunc("POST /sandboxes/{id}/connect", f.connect)
+	mux.HandleFunc("POST "+e2bapi.RouteSandboxes, f.create)
+	mux.HandleFunc("GET "+e2bapi.RouteSandboxes, f.list)
+	mux.HandleFunc("GET "+e2bapi.RouteSandbox, f.get)
+	mux.HandleFunc("DELETE "+e2bapi.RouteSandbox, f.kill)
+	mux.HandleFunc("POST "+e2bapi.RouteTimeout, f.timeout)
+	mux.HandleFunc("POST "+e2bapi.RouteConnect, f.connect)
 	f.api = httptest.NewServer(f.gate(mux))
 	if o.dataTLS {
 		f.data = httptest.NewTLSServer(http.HandlerFunc(f.route))
@@ -121,7 +122,7 @@ func (f *fakeE2B) gate(next http.Handler) http.Handler {
 		}
 		f.sweep()
 		f.mu.Unlock()
-		if got := r.Header.Get("X-API-KEY"); got != f.key {
+		if got := r.Header.Get(e2bapi.APIKeyHeader); got != f.key {
 			msg := "invalid API key"
 			if f.echoKey {
 				msg += " " + got
@@ -152,7 +153,7 @@ func (f *fakeE2B) sweep() {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"code": status, "message": msg})
+	writeJSON(w, status, e2bapi.Error{Code: status, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -173,24 +174,16 @@ func (f *fakeE2B) record(r *http.Request, v any) bool {
 }
 
 func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		TemplateID string            `json:"templateID"`
-		Timeout    *int              `json:"timeout"`
-		Metadata   map[string]string `json:"metadata"`
-		EnvVars    map[string]string `json:"envVars"`
-		Network    *struct {
-			AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-		} `json:"network"`
-	}
+	var req e2bapi.NewSandbox
 	if !f.record(r, &req) || req.TemplateID == "" {
 		writeError(w, http.StatusBadRequest, "templateID is required")
 		return
 	}
-	if req.TemplateID != "base" {
+	if req.TemplateID != e2bapi.DefaultTemplate {
 		writeError(w, http.StatusNotFound, "template '"+req.TemplateID+"' not found")
 		return
 	}
-	timeout := 300
+	timeout := int64(300)
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
@@ -216,43 +209,52 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.sandboxes[sb.id] = sb
 	f.mu.Unlock()
-	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb, true))
+	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb))
 }
 
-// sandboxJSON is the Sandbox / SandboxDetail answer.
-func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
-	m := map[string]any{
-		"sandboxID": sb.id, "templateID": sb.template, "clientID": "", "envdVersion": "0.6.0",
-		"startedAt": sb.started, "endAt": sb.end, "state": "running", "metadata": sb.metadata,
-		"domain": nil,
+// sandboxJSON is the Sandbox answer of create and connect.
+func (f *fakeE2B) sandboxJSON(sb *fakeSandbox) e2bapi.Sandbox {
+	j := e2bapi.Sandbox{SandboxID: sb.id, TemplateID: sb.template, EnvdVersion: "0.6.0", EnvdAccessToken: sb.token, Domain: f.domainJSON()}
+	if sb.traffic != "" {
+		j.TrafficAccessToken = e2bapi.String(sb.traffic)
 	}
-	if f.domain != "" {
-		m["domain"] = f.domain
+	return j
+}
+
+// domainJSON is the domain the answers carry: null unless f.domain is set.
+func (f *fakeE2B) domainJSON() *string {
+	if f.domain == "" {
+		return nil
 	}
-	if token {
-		m["envdAccessToken"] = sb.token
-		if sb.traffic != "" {
-			m["trafficAccessToken"] = sb.traffic
-		}
-	}
-	return m
+	return e2bapi.String(f.domain)
+}
+
+// listedJSON is the ListedSandbox answer of list.
+func (f *fakeE2B) listedJSON(sb *fakeSandbox) e2bapi.ListedSandbox {
+	return e2bapi.ListedSandbox{SandboxID: sb.id, TemplateID: sb.template, EnvdVersion: "0.6.0", StartedAt: sb.started, EndAt: sb.end,
+		State: e2bapi.StateRunning, Metadata: sb.metadata, CPUCount: 2, MemoryMB: 512, DiskSizeMB: 1024}
 }
 
 func (f *fakeE2B) lookup(w http.ResponseWriter, r *http.Request) *fakeSandbox {
 	f.mu.Lock()
-	sb := f.sandboxes[r.PathValue("id")]
+	sb := f.sandboxes[r.PathValue("sandboxID")]
 	f.mu.Unlock()
 	if sb == nil {
-		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("id")+"\" not found")
+		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("sandboxID")+"\" not found")
 	}
 	return sb
 }
 
+// get answers SandboxDetail, without the envd token when f.noToken.
 func (f *fakeE2B) get(w http.ResponseWriter, r *http.Request) {
 	if sb := f.lookup(w, r); sb != nil {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, !f.noToken))
+		d := e2bapi.SandboxDetail{ListedSandbox: f.listedJSON(sb), Domain: f.domainJSON()}
+		if !f.noToken {
+			d.EnvdAccessToken = sb.token
+		}
+		writeJSON(w, http.StatusOK, d)
 	}
 }
 
@@ -267,16 +269,14 @@ func (f *fakeE2B) kill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeE2B) timeout(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Timeout int `json:"timeout"`
-	}
-	if !f.record(r, &req) || req.Timeout <= 0 {
+	var req e2bapi.SandboxTimeout
+	if !f.record(r, &req) || req.Timeout == nil || *req.Timeout <= 0 {
 		writeError(w, http.StatusBadRequest, "timeout must be positive")
 		return
 	}
 	if sb := f.lookup(w, r); sb != nil {
 		f.mu.Lock()
-		sb.end = time.Now().Add(time.Duration(req.Timeout) * time.Second)
+		sb.end = time.Now().Add(time.Duration(*req.Timeout) * time.Second)
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -284,9 +284,7 @@ func (f *fakeE2B) timeout(w http.ResponseWriter, r *http.Request) {
 
 // connect extends a running sandbox's life, never shortens it.
 func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Timeout *int `json:"timeout"`
-	}
+	var req e2bapi.ConnectSandbox
 	if !f.record(r, &req) || req.Timeout == nil {
 		writeError(w, http.StatusBadRequest, "timeout is required")
 		return
@@ -297,13 +295,13 @@ func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
 		if end := time.Now().Add(time.Duration(*req.Timeout) * time.Second); end.After(sb.end) {
 			sb.end = end
 		}
-		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, true))
+		writeJSON(w, http.StatusOK, f.sandboxJSON(sb))
 	}
 }
 
 // list filters by ?metadata= and pages by ?limit= and X-Next-Token (v2).
 func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
-	want, err := url.ParseQuery(r.URL.Query().Get("metadata"))
+	want, err := url.ParseQuery(r.URL.Query().Get(e2bapi.QueryMetadata))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "metadata is not a query string")
 		return
@@ -325,20 +323,18 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(ids)
 	if strings.HasPrefix(r.URL.Path, "/v2/") {
-		if next := r.URL.Query().Get("nextToken"); next != "" {
+		if next := r.URL.Query().Get(e2bapi.QueryNextToken); next != "" {
 			i, _ := slices.BinarySearch(ids, next)
 			ids = ids[i:]
 		}
 		if len(ids) > limit {
-			w.Header().Set("X-Next-Token", ids[limit])
+			w.Header().Set(e2bapi.NextTokenHeader, ids[limit])
 			ids = ids[:limit]
 		}
 	}
-	out := []map[string]any{}
+	out := []e2bapi.ListedSandbox{}
 	for _, id := range ids {
-		m := f.sandboxJSON(f.sandboxes[id], false)
-		m["cpuCount"], m["memoryMB"], m["diskSizeMB"] = 2, 512, 1024
-		out = append(out, m)
+		out = append(out, f.listedJSON(f.sandboxes[id]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -346,7 +342,7 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 // route is the data plane: the sandbox named by E2b-Sandbox-Id, else by a
 // Host of 49983-<id>.<domain>.
 func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
-	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
+	id, port := r.Header.Get(e2bapi.SandboxIDHeader), r.Header.Get(e2bapi.SandboxPortHeader)
 	if id == "" {
 		f.mu.Lock()
 		f.hosts = append(f.hosts, r.Host)
@@ -358,7 +354,7 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 	f.sweep()
 	sb := f.sandboxes[id]
 	f.mu.Unlock()
-	if sb != nil && port != "49983" {
+	if sb != nil && port != e2bapi.EnvdPort {
 		f.port(w, r, sb, port)
 		return
 	}
@@ -382,14 +378,14 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 // fake's commands are host processes), as E2B's edge does: the traffic
 // token first where the sandbox has one, 502 when nothing listens.
 func (f *fakeE2B) port(w http.ResponseWriter, r *http.Request, sb *fakeSandbox, port string) {
-	if sb.traffic != "" && r.Header.Get("E2b-Traffic-Access-Token") != sb.traffic {
+	if sb.traffic != "" && r.Header.Get(e2bapi.TrafficAccessTokenHeader) != sb.traffic {
 		writeError(w, http.StatusForbidden, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing")
 		return
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + port})
-			pr.Out.Header.Del("E2b-Traffic-Access-Token")
+			pr.Out.Header.Del(e2bapi.TrafficAccessTokenHeader)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
 			writeError(w, http.StatusBadGateway, "The sandbox is running but port is not open")
