@@ -23,7 +23,7 @@ func keepAlive(argv []string) bool {
 
 // image maps a create's image reference to the provider's image, and
 // the policy its pull is under: a template's image is the operator's; any
-// other the client named, and is pulled only as far as clientPull allows.
+// other the client named, and is pulled only as far as ClientPull allows.
 func (o *Server) image(uri string) (string, *sandbox.PullPolicy, error) {
 	if uri == "" {
 		return "", nil, sandbox.Errorf(sandbox.InvalidArgument, "image.uri is required (snapshots are not supported by berth serve)")

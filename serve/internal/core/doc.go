@@ -1,5 +1,7 @@
 // Package core is what berth serve's two APIs share, one Server over one
-// provider: the options (serve.Options is Options), the API keys, the
+// provider: the options (serve.Options is Options; the two APIs' own,
+// OpenSandboxOptions and TemplateBuildOptions, are here too, so that the
+// options are one flat struct validated at once), the API keys, the
 // record of each sandbox either API made (Record) and the store that finds
 // it by ID or access token, the per-key limits on sandboxes and resources
 // (Reserve), the TTL timer that deletes each sandbox (Arm, Retime,
