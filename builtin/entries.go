@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	daytonaprovider "github.com/berth-sh/berth/providers/daytona"
 	e2bprovider "github.com/berth-sh/berth/providers/e2b"
 	localprovider "github.com/berth-sh/berth/providers/local"
@@ -75,9 +76,9 @@ func e2b() registry.Entry {
 		Forward: []string{"E2B_API_URL", "E2B_SANDBOX_URL", "E2B_DOMAIN"},
 		Target:  &registry.Target{Var: "E2B_API_URL", Label: "endpoint", Default: "E2B Cloud (default)"},
 		// 401 without a key still proves the control plane answers.
-		Probe: &registry.Probe{URLVar: "E2B_API_URL", Default: "https://api.e2b.app", Path: "/sandboxes"},
+		Probe: &registry.Probe{URLVar: "E2B_API_URL", Default: e2bapi.DefaultAPIURL, Path: e2bapi.RouteSandboxes},
 		// E2B's own default template; berth serve maps it to an image with bash.
-		DefaultImage: "base",
+		DefaultImage: e2bapi.DefaultTemplate,
 		Capabilities: e2bprovider.Capabilities,
 		Open:         openE2B,
 	}
@@ -108,15 +109,15 @@ func daytona() registry.Entry {
 		},
 		// Workers read these; an address and a region are safe by value.
 		Forward: []string{"DAYTONA_API_URL", "DAYTONA_TARGET"},
-		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: "https://app.daytona.io/api", Path: "/sandbox"},
+		Probe:   &registry.Probe{URLVar: "DAYTONA_API_URL", Default: daytonaprovider.DefaultBaseURL, Path: "/sandbox"},
 		// Tier 1 allows 300 creates a minute; auto-stop must outlast the
 		// trial by 30 minutes or it lands mid-trial.
 		Limits:       driver.Limits{CreatesPerSecond: 5},
 		TTLMargin:    30 * time.Minute,
 		Capabilities: daytonaprovider.Capabilities,
-		// Daytona builds it once ("FROM debian:bookworm-slim") and reuses the
-		// snapshot; it has the coreutils the exec wrapper needs.
-		DefaultImage: "debian:bookworm-slim",
+		// Daytona builds it once (FROM the image) and reuses the snapshot;
+		// it has the coreutils the exec wrapper needs.
+		DefaultImage: registry.DefaultPublicImage,
 		Open:         openDaytona,
 	}
 }
@@ -167,7 +168,7 @@ func modal() registry.Entry {
 		// The create rate users quote (5/s; more per account on request).
 		Limits:       driver.Limits{CreatesPerSecond: 5},
 		Capabilities: modalprovider.Capabilities,
-		DefaultImage: "debian:bookworm-slim",
+		DefaultImage: registry.DefaultPublicImage,
 		Open:         openModal,
 	}
 }

@@ -48,7 +48,7 @@ func k8s() registry.Entry {
 		// `berth run -n 500` from flooding a shared cluster.
 		Limits:       driver.Limits{CreatesPerSecond: 20, CreateConcurrency: 32},
 		Capabilities: k8sprovider.ProviderCapabilities,
-		DefaultImage: "debian:bookworm-slim",
+		DefaultImage: registry.DefaultPublicImage,
 		Open:         openK8s,
 	}
 }

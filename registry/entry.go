@@ -53,6 +53,13 @@ type Entry struct {
 	Open Factory
 }
 
+// DefaultPublicImage is the DefaultImage of the entries whose providers
+// pull public images (Daytona, Modal, Kubernetes), and of berth serve's
+// template "base" where the provider's entry names none: a small Debian,
+// with the bash and coreutils that the E2B SDKs (every command is
+// /bin/bash -l -c) and the drivers' exec wrappers need.
+const DefaultPublicImage = "debian:bookworm-slim"
+
 // Factory opens a provider's driver. It is called after the worker-side
 // credential has been resolved.
 type Factory func(ctx context.Context, cfg Config) (driver.Provider, error)

@@ -30,6 +30,6 @@ func ListenAndServe(ctx context.Context, addr string, opts Options, ready func(U
 	if ready != nil {
 		ready(ClientURLs("http://"+ln.Addr().String(), s.opts.Domain))
 	}
-	s.log.Info("serving the E2B API", "addr", ln.Addr().String(), "provider", s.p.Name(), "domain", s.opts.Domain, "templates", s.opts.templateNames())
+	s.log.Info("serving the E2B API", "addr", ln.Addr().String(), "provider", s.p.Name(), "domain", s.opts.Domain, "templates", s.opts.TemplateNames())
 	return httpserve.Serve(ctx, ln, s, httpserve.Options{Grace: shutdownGrace})
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/apikeys"
+	"github.com/berth-sh/berth/serve/internal/servetest"
 )
 
 func TestListenAndServe(t *testing.T) {
@@ -34,21 +36,21 @@ func TestListenAndServe(t *testing.T) {
 	if ex := u.Exports(); !strings.Contains(ex, "export E2B_API_URL="+u.APIURL+"\n") || !strings.Contains(ex, "export E2B_DOMAIN=sb.example.com\n") {
 		t.Fatalf("exports %q", ex)
 	}
-	e := &testEnv{t: t, p: p, url: u.APIURL}
-	sb := e.create(testKey, nil)
-	if sb.Domain != "sb.example.com" {
-		t.Fatalf("domain %q", sb.Domain)
+	e := &servetest.Env{T: t, P: p, URL: u.APIURL}
+	sb := e.Create(testKey, nil)
+	if sb.Domain == nil || *sb.Domain != "sb.example.com" {
+		t.Fatalf("domain %v", sb.Domain)
 	}
 	// Host routing with the configured domain.
-	r := e.call("GET", "/health", "", nil, map[string]string{"Host": EnvdPort + "-" + sb.SandboxID + ".sb.example.com"})
-	if r.status != http.StatusNoContent {
-		t.Fatalf("envd health by host: %d", r.status)
+	r := e.Call("GET", "/health", "", nil, map[string]string{"Host": e2bapi.EnvdPort + "-" + sb.SandboxID + ".sb.example.com"})
+	if r.Status != http.StatusNoContent {
+		t.Fatalf("envd health by host: %d", r.Status)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !e.backendGone(sb.SandboxID) {
+	if !e.BackendGone(sb.SandboxID) {
 		t.Fatal("the sandbox outlived the server")
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-sh/berth/serve/dataplane"
+	"github.com/berth-sh/berth/e2bapi"
+	"github.com/berth-sh/berth/serve/internal/servetest"
 	"github.com/berth-sh/berth/serve/opensandbox"
 )
 
@@ -53,13 +54,13 @@ func (hs *headerServer) requests() []http.Header {
 // were passed on to the sandbox.
 func TestOpenSandboxPortsPrivate(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	victim := e.osbCreate(testKey, osbImageBody(nil))
-	attacker := e.osbCreate(otherKey, osbImageBody(nil))
-	_, vhdr := e.osbEndpoint(testKey, victim.ID, opensandbox.ExecdPort)
-	_, ahdr := e.osbEndpoint(otherKey, attacker.ID, opensandbox.ExecdPort)
+	victim := e.OSBCreate(testKey, servetest.OSBImageBody(nil))
+	attacker := e.OSBCreate(servetest.OtherKey, servetest.OSBImageBody(nil))
+	_, vhdr := e.OSBEndpoint(testKey, victim.ID, opensandbox.ExecdPort)
+	_, ahdr := e.OSBEndpoint(servetest.OtherKey, attacker.ID, opensandbox.ExecdPort)
 	hs := newHeaderServer(t, "served-"+victim.ID)
 	host := fmt.Sprintf("%d-%s.localhost", hs.port, victim.ID)
-	byHeaders := map[string]string{sandboxIDHeader: victim.ID, sandboxPortHeader: fmt.Sprint(hs.port)}
+	byHeaders := map[string]string{e2bapi.SandboxIDHeader: victim.ID, e2bapi.SandboxPortHeader: fmt.Sprint(hs.port)}
 	with := func(base map[string]string, k, v string) map[string]string {
 		h := map[string]string{k: v}
 		for bk, bv := range base {
@@ -71,33 +72,33 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 	for name, hdr := range map[string]map[string]string{
 		"no credentials, by host":            hostOnly,
 		"no credentials, by headers":         byHeaders,
-		"another key":                        with(hostOnly, opensandbox.APIKeyHeader, otherKey),
+		"another key":                        with(hostOnly, opensandbox.APIKeyHeader, servetest.OtherKey),
 		"another sandbox's execd token":      with(hostOnly, opensandbox.AccessTokenHeader, ahdr[opensandbox.AccessTokenHeader]),
 		"the owner's key as the E2B key":     with(hostOnly, "X-API-KEY", testKey),
-		"the execd token as a traffic token": with(hostOnly, dataplane.TrafficTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
-		"a made-up traffic token":            with(byHeaders, dataplane.TrafficTokenHeader, strings.Repeat("a", 64)),
+		"the execd token as a traffic token": with(hostOnly, e2bapi.TrafficAccessTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
+		"a made-up traffic token":            with(byHeaders, e2bapi.TrafficAccessTokenHeader, strings.Repeat("a", 64)),
 	} {
-		r := e.call("GET", "/", "", nil, hdr)
-		if r.status != http.StatusForbidden || strings.Contains(string(r.body), "served-") {
-			t.Errorf("%s: %d %q, want 403", name, r.status, r.body)
+		r := e.Call("GET", "/", "", nil, hdr)
+		if r.Status != http.StatusForbidden || strings.Contains(string(r.Body), "served-") {
+			t.Errorf("%s: %d %q, want 403", name, r.Status, r.Body)
 		}
 	}
 	if n := len(hs.requests()); n != 0 {
 		t.Fatalf("refused calls reached the sandbox's server %d times", n)
 	}
-	var c sandboxJSON
-	if r := e.call("POST", "/sandboxes/"+victim.ID+"/connect", testKey, map[string]any{"timeout": 60}, nil); r.status != http.StatusOK && r.status != http.StatusCreated {
-		t.Fatalf("E2B connect of the OpenSandbox sandbox: %d %s", r.status, r.body)
-	} else if r.json(t, &c); c.TrafficAccessToken == nil || len(*c.TrafficAccessToken) < 32 || *c.TrafficAccessToken == vhdr[opensandbox.AccessTokenHeader] {
+	var c e2bapi.Sandbox
+	if r := e.Call("POST", "/sandboxes/"+victim.ID+"/connect", testKey, map[string]any{"timeout": 60}, nil); r.Status != http.StatusOK && r.Status != http.StatusCreated {
+		t.Fatalf("E2B connect of the OpenSandbox sandbox: %d %s", r.Status, r.Body)
+	} else if r.JSON(t, &c); c.TrafficAccessToken == nil || len(*c.TrafficAccessToken) < 32 || *c.TrafficAccessToken == vhdr[opensandbox.AccessTokenHeader] {
 		t.Fatalf("connect answered traffic token %v", c.TrafficAccessToken)
 	}
 	for name, hdr := range map[string]map[string]string{
 		"the owner's key":   with(hostOnly, opensandbox.APIKeyHeader, testKey),
 		"the execd token":   with(byHeaders, opensandbox.AccessTokenHeader, vhdr[opensandbox.AccessTokenHeader]),
-		"the traffic token": with(hostOnly, dataplane.TrafficTokenHeader, *c.TrafficAccessToken),
+		"the traffic token": with(hostOnly, e2bapi.TrafficAccessTokenHeader, *c.TrafficAccessToken),
 	} {
-		if r := e.call("GET", "/", "", nil, hdr); r.status != http.StatusOK || string(r.body) != "served-"+victim.ID {
-			t.Errorf("%s: %d %q", name, r.status, r.body)
+		if r := e.Call("GET", "/", "", nil, hdr); r.Status != http.StatusOK || string(r.Body) != "served-"+victim.ID {
+			t.Errorf("%s: %d %q", name, r.Status, r.Body)
 		}
 	}
 	got := hs.requests()
@@ -105,16 +106,16 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 		t.Fatalf("the sandbox's server got %d calls, want 3", len(got))
 	}
 	for _, h := range got {
-		for _, k := range []string{opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader, dataplane.TrafficTokenHeader} {
+		for _, k := range []string{opensandbox.APIKeyHeader, opensandbox.AccessTokenHeader, e2bapi.TrafficAccessTokenHeader} {
 			if h.Get(k) != "" {
 				t.Errorf("the sandbox got header %s", k)
 			}
 		}
 	}
 	// The SDKs' own flow: the endpoint's header opens execd.
-	base, hdr := e.osbEndpoint(testKey, victim.ID, opensandbox.ExecdPort)
-	if r := e.execd("GET", base, hdr, "", "/ping", nil); r.status != http.StatusOK {
-		t.Fatalf("ping through the endpoint: %d %s", r.status, r.body)
+	base, hdr := e.OSBEndpoint(testKey, victim.ID, opensandbox.ExecdPort)
+	if r := e.Execd("GET", base, hdr, "", "/ping", nil); r.Status != http.StatusOK {
+		t.Fatalf("ping through the endpoint: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -123,18 +124,18 @@ func TestOpenSandboxPortsPrivate(t *testing.T) {
 // that open an OpenSandbox sandbox's ports do not open it.
 func TestPortsTrafficTokenOnlyForE2B(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	sb := e.create(testKey, map[string]any{"templateID": "base", "timeout": 120, "network": map[string]any{"allowPublicTraffic": false}})
+	sb := e.Create(testKey, map[string]any{"templateID": "base", "timeout": 120, "network": map[string]any{"allowPublicTraffic": false}})
 	hs := newHeaderServer(t, "private")
 	host := fmt.Sprintf("%d-%s.localhost", hs.port, sb.SandboxID)
 	for name, hdr := range map[string]map[string]string{
 		"the owner's OpenSandbox key": {"Host": host, opensandbox.APIKeyHeader: testKey},
 		"the envd token as execd's":   {"Host": host, opensandbox.AccessTokenHeader: sb.EnvdAccessToken},
 	} {
-		if r := e.call("GET", "/", "", nil, hdr); r.status != http.StatusForbidden {
-			t.Errorf("%s: %d %q, want 403", name, r.status, r.body)
+		if r := e.Call("GET", "/", "", nil, hdr); r.Status != http.StatusForbidden {
+			t.Errorf("%s: %d %q, want 403", name, r.Status, r.Body)
 		}
 	}
-	if r := e.call("GET", "/", "", nil, map[string]string{"Host": host, dataplane.TrafficTokenHeader: *sb.TrafficAccessToken}); r.status != http.StatusOK || string(r.body) != "private" {
-		t.Fatalf("with the token: %d %q", r.status, r.body)
+	if r := e.Call("GET", "/", "", nil, map[string]string{"Host": host, e2bapi.TrafficAccessTokenHeader: *sb.TrafficAccessToken}); r.Status != http.StatusOK || string(r.Body) != "private" {
+		t.Fatalf("with the token: %d %q", r.Status, r.Body)
 	}
 }

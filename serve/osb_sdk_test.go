@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/providers/daytona"
 	"github.com/berth-sh/berth/providers/daytona/daytonatest"
 	"github.com/berth-sh/berth/providers/e2b"
@@ -17,30 +16,15 @@ import (
 	"github.com/berth-sh/berth/registry"
 	"github.com/berth-sh/berth/sandbox"
 	"github.com/berth-sh/berth/sandbox/driver"
+	"github.com/berth-sh/berth/serve/internal/core"
+	"github.com/berth-sh/berth/serve/internal/servetest"
 )
-
-// osbSDKDir holds the official OpenSandbox JS SDK (package.json pins it);
-// .ci/run installs it with npm ci.
-const osbSDKDir = "testdata/opensandbox"
-
-// nodeOSB returns node's path, or skips when node or the SDK is missing.
-func nodeOSB(t testing.TB) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the OpenSandbox SDK scenario needs Node.js >= 20")
-	}
-	if _, err := os.Stat(filepath.Join(osbSDKDir, "node_modules", "@alibaba-group", "opensandbox", "package.json")); err != nil {
-		t.Skipf("the OpenSandbox SDK is not installed: run npm ci in serve/%s", osbSDKDir)
-	}
-	return node
-}
 
 // runOSB runs scenario.mjs in mode against e, creating image.
 func (e *testEnv) runOSB(node, mode, image string, extra ...string) string {
-	e.t.Helper()
-	return e.runScenario(node, osbSDKDir, "OpenSandbox SDK", mode, append([]string{
-		"OSB_DOMAIN=" + strings.TrimPrefix(e.url, "http://"),
+	e.T.Helper()
+	return e.RunScenario(node, servetest.OSBSDKDir, "OpenSandbox SDK", mode, append([]string{
+		"OSB_DOMAIN=" + strings.TrimPrefix(e.URL, "http://"),
 		"OSB_API_KEY=" + testKey,
 		"OSB_IMAGE=" + image,
 	}, extra...))
@@ -57,14 +41,14 @@ var osbBackends = []struct {
 	{"local", func(t *testing.T) (*testEnv, string) { return newLocalEnv(t, anyImage), bashImage }},
 	{"e2b", func(t *testing.T) (*testEnv, string) {
 		inner := newLocalEnv(t, nil)
-		d, err := e2b.New(e2b.Options{APIKey: registry.Secret(testKey), APIURL: inner.url, SandboxURL: inner.url, Domain: "localhost"})
+		d, err := e2b.New(e2b.Options{APIKey: registry.Secret(testKey), APIURL: inner.URL, SandboxURL: inner.URL, Domain: "localhost"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := sandbox.NewProvider("e2b", nestedLabels{d})
 		t.Cleanup(func() { p.Close() })
 		// The inner server's template "base" is the local bash image.
-		return newEnvOver(t, p, DefaultTemplate, anyImage), DefaultTemplate
+		return newEnvOver(t, p, e2bapi.DefaultTemplate, anyImage), e2bapi.DefaultTemplate
 	}},
 	{"daytona", func(t *testing.T) (*testEnv, string) {
 		if why := daytonatest.Available(); why != "" {
@@ -122,14 +106,14 @@ func renameLabels(in map[string]string, from, to string) map[string]string {
 }
 
 func (n nestedLabels) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
-	spec.Labels = renameLabels(spec.Labels, ServeLabelPrefix, nestedPrefix+ServeLabelPrefix)
+	spec.Labels = renameLabels(spec.Labels, core.ServeLabelPrefix, nestedPrefix+core.ServeLabelPrefix)
 	return n.Provider.Create(ctx, spec)
 }
 
 func (n nestedLabels) List(ctx context.Context, labels map[string]string) ([]driver.Info, error) {
-	infos, err := n.Provider.List(ctx, renameLabels(labels, ServeLabelPrefix, nestedPrefix+ServeLabelPrefix))
+	infos, err := n.Provider.List(ctx, renameLabels(labels, core.ServeLabelPrefix, nestedPrefix+core.ServeLabelPrefix))
 	for i := range infos {
-		infos[i].Labels = renameLabels(infos[i].Labels, nestedPrefix+ServeLabelPrefix, ServeLabelPrefix)
+		infos[i].Labels = renameLabels(infos[i].Labels, nestedPrefix+core.ServeLabelPrefix, core.ServeLabelPrefix)
 	}
 	return infos, err
 }
@@ -137,11 +121,11 @@ func (n nestedLabels) List(ctx context.Context, labels map[string]string) ([]dri
 // TestOpenSandboxSDKScenario runs the Must-show scenario of issue 20 with
 // the official OpenSandbox JS SDK against berth serve over each backend.
 func TestOpenSandboxSDKScenario(t *testing.T) {
-	node := nodeOSB(t)
+	node := servetest.NodeOSB(t)
 	for _, be := range osbBackends {
 		t.Run(be.name, func(t *testing.T) {
 			e, image := be.newEnv(t)
-			e.checkScenario(e.runOSB(node, "scenario", image),
+			e.CheckScenario(e.runOSB(node, "scenario", image),
 				"ok create with resource limits and metadata, then the endpoint lookup",
 				"ok a foreground command with output and a non-zero exit code",
 				"ok a background command with status and logs",
@@ -149,7 +133,7 @@ func TestOpenSandboxSDKScenario(t *testing.T) {
 				"ok get, then delete",
 			)
 			eventually(t, "the provider has no sandbox left", func() bool {
-				infos, err := e.p.List(context.Background(), nil)
+				infos, err := e.P.List(context.Background(), nil)
 				return err == nil && len(infos) == 0
 			})
 		})
@@ -163,8 +147,8 @@ func TestOpenSandboxSDKScenario(t *testing.T) {
 // commands.run('true'). BENCH_CREATES and BENCH_RUNS set the counts (20
 // and 200). The numbers in BENCHMARKS.md come from here.
 func BenchmarkOpenSandboxSDK(b *testing.B) {
-	node := nodeOSB(b)
-	nodeSDK(b)
+	node := servetest.NodeOSB(b)
+	servetest.NodeSDK(b)
 	e := newLocalEnv(b, func(o *Options) { anyImage(o); o.MaxSandboxesPerKey = 100 })
 	counts := []string{"BENCH_CREATES=" + os.Getenv("BENCH_CREATES"), "BENCH_RUNS=" + os.Getenv("BENCH_RUNS")}
 	for b.Loop() {
@@ -181,7 +165,7 @@ func BenchmarkOpenSandboxSDK(b *testing.B) {
 			RunP50   float64 `json:"run_true_p50_ms"`
 			RunP95   float64 `json:"run_true_p95_ms"`
 		}
-		benchJSON(b, e.runSDK(node, "e2b", "bench-first", counts...), &e2)
+		benchJSON(b, e.RunSDK(node, "e2b", "bench-first", counts...), &e2)
 		b.ReportMetric(osb.FirstP50, "osb-first-cmd-p50-ms")
 		b.ReportMetric(osb.FirstP95, "osb-first-cmd-p95-ms")
 		b.ReportMetric(osb.RunP50, "osb-run-p50-ms")

@@ -19,7 +19,7 @@ import (
 
 // defaultBaseImage is template "base" when neither --base-image nor the
 // provider's entry names one: it has /bin/bash, which the SDKs need.
-const defaultBaseImage = "debian:bookworm-slim"
+const defaultBaseImage = registry.DefaultPublicImage
 
 func (a *app) serveCmd() *cobra.Command {
 	var backend, addr, keyFile, domain, baseImage, home, logLevel string

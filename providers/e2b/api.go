@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"sync/atomic"
-	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -33,67 +33,28 @@ const (
 	numFamilies
 )
 
-// sandboxJSON holds the Sandbox, SandboxDetail and ListedSandbox schemas
-// at once; a field a schema lacks stays zero.
-type sandboxJSON struct {
-	SandboxID       string `json:"sandboxID"`
-	TemplateID      string `json:"templateID"`
-	Alias           string `json:"alias,omitempty"`
-	EnvdVersion     string `json:"envdVersion,omitempty"`
-	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
-	// TrafficAccessToken is on create and connect answers of sandboxes
-	// whose ports are private.
-	TrafficAccessToken string            `json:"trafficAccessToken,omitempty"`
-	Domain             *string           `json:"domain,omitempty"`
-	State              string            `json:"state,omitempty"`
-	StartedAt          time.Time         `json:"startedAt,omitzero"`
-	EndAt              time.Time         `json:"endAt,omitzero"`
-	Metadata           map[string]string `json:"metadata,omitempty"`
-}
-
-// createRequest is NewSandbox. Secure goes on v1 only: v2 dropped it.
-type createRequest struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             int               `json:"timeout"`
-	Secure              *bool             `json:"secure,omitempty"`
-	AllowInternetAccess bool              `json:"allow_internet_access"`
-	Metadata            map[string]string `json:"metadata,omitempty"`
-	EnvVars             map[string]string `json:"envVars,omitempty"`
-	Network             *networkRequest   `json:"network,omitempty"`
-}
-
-// networkRequest is the create's network options the driver sets: ports
-// private to holders of the traffic access token.
-type networkRequest struct {
-	AllowPublicTraffic bool `json:"allowPublicTraffic"`
-}
-
-type timeoutRequest struct {
-	Timeout int `json:"timeout"`
-}
-
 // Bounds on what the driver reads from the control plane.
 const (
 	maxBody   = 16 << 20 // one answer
 	maxPages  = 1000     // one List
-	pageLimit = 100      // the schema's maximum page size
+	pageLimit = e2bapi.MaxPageLimit
 )
 
 // create makes a sandbox. A throttle comes back at once, with the server's
 // Retry-After, for the caller's create gate to wait out.
-func (a *api) create(ctx context.Context, req createRequest) (sandboxJSON, error) {
-	var sb sandboxJSON
+// Secure goes on v1 only: v2 dropped it.
+func (a *api) create(ctx context.Context, req e2bapi.NewSandbox) (e2bapi.Sandbox, error) {
+	var sb e2bapi.Sandbox
 	v2 := func() error {
 		r := req
 		r.Secure = nil
-		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/v2/sandboxes", JSON: r, NoRetry: true}, &sb)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + e2bapi.RouteSandboxesV2, JSON: r, NoRetry: true}, &sb)
 		return err
 	}
 	v1 := func() error {
 		r := req
-		secure := true
-		r.Secure = &secure
-		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes", JSON: r, NoRetry: true}, &sb)
+		r.Secure = e2bapi.Bool(true)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + e2bapi.RouteSandboxes, JSON: r, NoRetry: true}, &sb)
 		return err
 	}
 	err := a.either(famCreate, v2, v1)
@@ -105,64 +66,63 @@ func (a *api) create(ctx context.Context, req createRequest) (sandboxJSON, error
 
 // connect resumes a paused sandbox or extends a running one's life to at
 // least timeout seconds from now.
-func (a *api) connect(ctx context.Context, id string, timeout int) (sandboxJSON, error) {
-	var sb sandboxJSON
-	body := timeoutRequest{Timeout: timeout}
-	esc := url.PathEscape(id)
+func (a *api) connect(ctx context.Context, id string, timeout int64) (e2bapi.Sandbox, error) {
+	var sb e2bapi.Sandbox
+	body := e2bapi.ConnectSandbox{Timeout: &timeout}
 	err := a.either(famConnect,
 		func() error {
-			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/v2/sandboxes/" + esc + "/connect", JSON: body}, &sb)
+			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + e2bapi.Path(e2bapi.RouteConnectV2, id), JSON: body}, &sb)
 			return err
 		},
 		func() error {
-			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes/" + esc + "/connect", JSON: body}, &sb)
+			_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + e2bapi.Path(e2bapi.RouteConnect, id), JSON: body}, &sb)
 			return err
 		})
 	return sb, err
 }
 
-func (a *api) get(ctx context.Context, id string) (sandboxJSON, error) {
-	var sb sandboxJSON
-	_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/sandboxes/" + url.PathEscape(id)}, &sb)
+func (a *api) get(ctx context.Context, id string) (e2bapi.SandboxDetail, error) {
+	var sb e2bapi.SandboxDetail
+	_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + e2bapi.Path(e2bapi.RouteSandbox, id)}, &sb)
 	return sb, err
 }
 
 func (a *api) kill(ctx context.Context, id string) error {
-	_, err := a.do(ctx, rest.Call{Method: http.MethodDelete, URL: a.base + "/sandboxes/" + url.PathEscape(id)}, nil)
+	_, err := a.do(ctx, rest.Call{Method: http.MethodDelete, URL: a.base + e2bapi.Path(e2bapi.RouteSandbox, id)}, nil)
 	return err
 }
 
-func (a *api) setTimeout(ctx context.Context, id string, secs int) error {
-	_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + "/sandboxes/" + url.PathEscape(id) + "/timeout", JSON: timeoutRequest{Timeout: secs}}, nil)
+func (a *api) setTimeout(ctx context.Context, id string, secs int64) error {
+	_, err := a.do(ctx, rest.Call{Method: http.MethodPost, URL: a.base + e2bapi.Path(e2bapi.RouteTimeout, id), JSON: e2bapi.SandboxTimeout{Timeout: &secs}}, nil)
 	return err
 }
 
 // list returns the running and paused sandboxes whose metadata holds every
 // pair of md, following X-Next-Token from page to page.
-func (a *api) list(ctx context.Context, md map[string]string) ([]sandboxJSON, error) {
+func (a *api) list(ctx context.Context, md map[string]string) ([]e2bapi.ListedSandbox, error) {
 	q := url.Values{}
 	if len(md) > 0 {
 		inner := url.Values{}
 		for k, v := range md {
 			inner.Set(k, v)
 		}
-		q.Set("metadata", inner.Encode())
+		q.Set(e2bapi.QueryMetadata, inner.Encode())
 	}
-	var all []sandboxJSON
+	var all []e2bapi.ListedSandbox
 	v2 := func() error {
 		all = all[:0]
 		q := cloneValues(q)
-		q.Set("state", "running,paused")
-		q.Set("limit", fmt.Sprint(pageLimit))
+		q.Set(e2bapi.QueryState, e2bapi.StateRunning+","+e2bapi.StatePaused)
+		q.Set(e2bapi.QueryLimit, fmt.Sprint(pageLimit))
 		seen := map[string]bool{}
 		for range maxPages {
-			var page []sandboxJSON
-			h, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/v2/sandboxes", Query: q}, &page)
+			var page []e2bapi.ListedSandbox
+			h, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + e2bapi.RouteSandboxesV2, Query: q}, &page)
 			if err != nil {
 				return err
 			}
 			all = append(all, page...)
-			next := h.Get("X-Next-Token")
+			next := h.Get(e2bapi.NextTokenHeader)
 			if next == "" {
 				return nil
 			}
@@ -170,13 +130,13 @@ func (a *api) list(ctx context.Context, md map[string]string) ([]sandboxJSON, er
 				return errdefs.Errorf(errdefs.Unavailable, "e2b list: the server repeated a page token")
 			}
 			seen[next] = true
-			q.Set("nextToken", next)
+			q.Set(e2bapi.QueryNextToken, next)
 		}
 		return errdefs.Errorf(errdefs.Unavailable, "e2b list: more than %d pages", maxPages)
 	}
 	v1 := func() error {
 		all = all[:0]
-		_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + "/sandboxes", Query: q}, &all)
+		_, err := a.do(ctx, rest.Call{Method: http.MethodGet, URL: a.base + e2bapi.RouteSandboxes, Query: q}, &all)
 		return err
 	}
 	if err := a.either(famList, v2, v1); err != nil {

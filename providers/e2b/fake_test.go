@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/internal/testing/fakeengine"
 )
@@ -75,18 +76,18 @@ func newFake(t *testing.T, o fakeOptions) *fakeE2B {
 	f.eng = eng
 	mux := http.NewServeMux()
 	if f.v2 == "all" {
-		mux.HandleFunc("POST /v2/sandboxes", f.create)
-		mux.HandleFunc("POST /v2/sandboxes/{id}/connect", f.connect)
+		mux.HandleFunc("POST "+e2bapi.RouteSandboxesV2, f.create)
+		mux.HandleFunc("POST "+e2bapi.RouteConnectV2, f.connect)
 	}
 	if f.v2 == "all" || f.v2 == "list" {
-		mux.HandleFunc("GET /v2/sandboxes", f.list)
+		mux.HandleFunc("GET "+e2bapi.RouteSandboxesV2, f.list)
 	}
-	mux.HandleFunc("POST /sandboxes", f.create)
-	mux.HandleFunc("GET /sandboxes", f.list)
-	mux.HandleFunc("GET /sandboxes/{id}", f.get)
-	mux.HandleFunc("DELETE /sandboxes/{id}", f.kill)
-	mux.HandleFunc("POST /sandboxes/{id}/timeout", f.timeout)
-	mux.HandleFunc("POST /sandboxes/{id}/connect", f.connect)
+	mux.HandleFunc("POST "+e2bapi.RouteSandboxes, f.create)
+	mux.HandleFunc("GET "+e2bapi.RouteSandboxes, f.list)
+	mux.HandleFunc("GET "+e2bapi.RouteSandbox, f.get)
+	mux.HandleFunc("DELETE "+e2bapi.RouteSandbox, f.kill)
+	mux.HandleFunc("POST "+e2bapi.RouteTimeout, f.timeout)
+	mux.HandleFunc("POST "+e2bapi.RouteConnect, f.connect)
 	f.api = httptest.NewServer(f.gate(mux))
 	if o.dataTLS {
 		f.data = httptest.NewTLSServer(http.HandlerFunc(f.route))
@@ -134,7 +135,7 @@ func (f *fakeE2B) gate(next http.Handler) http.Handler {
 			f.throttled = append(f.throttled, time.Now())
 		}
 		f.mu.Unlock()
-		if got := r.Header.Get("X-API-KEY"); got != f.key {
+		if got := r.Header.Get(e2bapi.APIKeyHeader); got != f.key {
 			msg := "invalid API key"
 			if f.echoKey {
 				msg += " " + got
@@ -154,7 +155,7 @@ func (f *fakeE2B) gate(next http.Handler) http.Handler {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"code": status, "message": msg})
+	writeJSON(w, status, e2bapi.Error{Code: status, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -175,24 +176,16 @@ func (f *fakeE2B) record(r *http.Request, v any) bool {
 }
 
 func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		TemplateID string            `json:"templateID"`
-		Timeout    *int              `json:"timeout"`
-		Metadata   map[string]string `json:"metadata"`
-		EnvVars    map[string]string `json:"envVars"`
-		Network    *struct {
-			AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-		} `json:"network"`
-	}
+	var req e2bapi.NewSandbox
 	if !f.record(r, &req) || req.TemplateID == "" {
 		writeError(w, http.StatusBadRequest, "templateID is required")
 		return
 	}
-	if req.TemplateID != "base" {
+	if req.TemplateID != e2bapi.DefaultTemplate {
 		writeError(w, http.StatusNotFound, "template '"+req.TemplateID+"' not found")
 		return
 	}
-	timeout := 300
+	timeout := int64(300)
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
@@ -219,42 +212,51 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb, true))
+	writeJSON(w, http.StatusCreated, f.sandboxJSON(sb))
 }
 
-// sandboxJSON is the Sandbox / SandboxDetail answer.
-func (f *fakeE2B) sandboxJSON(sb *fakeSandbox, token bool) map[string]any {
+// sandboxJSON is the Sandbox answer of create and connect.
+func (f *fakeE2B) sandboxJSON(sb *fakeSandbox) e2bapi.Sandbox {
+	j := e2bapi.Sandbox{SandboxID: sb.id, TemplateID: sb.template, EnvdVersion: "0.6.0", EnvdAccessToken: sb.token, Domain: f.domainJSON()}
+	if sb.traffic != "" {
+		j.TrafficAccessToken = e2bapi.String(sb.traffic)
+	}
+	return j
+}
+
+// domainJSON is the domain the answers carry: null unless f.domain is set.
+func (f *fakeE2B) domainJSON() *string {
+	if f.domain == "" {
+		return nil
+	}
+	return e2bapi.String(f.domain)
+}
+
+// listedJSON is the ListedSandbox answer of list.
+func (f *fakeE2B) listedJSON(sb *fakeSandbox) e2bapi.ListedSandbox {
 	eb := f.eng.Lookup(sb.id)
-	m := map[string]any{
-		"sandboxID": sb.id, "templateID": sb.template, "clientID": "", "envdVersion": "0.6.0",
-		"startedAt": eb.Created, "endAt": eb.Deadline(), "state": "running", "metadata": eb.Labels(),
-		"domain": nil,
-	}
-	if f.domain != "" {
-		m["domain"] = f.domain
-	}
-	if token {
-		m["envdAccessToken"] = sb.token
-		if sb.traffic != "" {
-			m["trafficAccessToken"] = sb.traffic
-		}
-	}
-	return m
+	return e2bapi.ListedSandbox{SandboxID: sb.id, TemplateID: sb.template, EnvdVersion: "0.6.0", StartedAt: eb.Created, EndAt: eb.Deadline(),
+		State: e2bapi.StateRunning, Metadata: eb.Labels(), CPUCount: 2, MemoryMB: 512, DiskSizeMB: 1024}
 }
 
 func (f *fakeE2B) lookup(w http.ResponseWriter, r *http.Request) *fakeSandbox {
-	sb := f.sandbox(r.PathValue("id"))
+	sb := f.sandbox(r.PathValue("sandboxID"))
 	if sb == nil {
-		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("id")+"\" not found")
+		writeError(w, http.StatusNotFound, "sandbox \""+r.PathValue("sandboxID")+"\" not found")
 	}
 	return sb
 }
 
+// get answers SandboxDetail, without the envd token when f.noToken.
 func (f *fakeE2B) get(w http.ResponseWriter, r *http.Request) {
 	if sb := f.lookup(w, r); sb != nil {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, !f.noToken))
+		d := e2bapi.SandboxDetail{ListedSandbox: f.listedJSON(sb), Domain: f.domainJSON()}
+		if !f.noToken {
+			d.EnvdAccessToken = sb.token
+		}
+		writeJSON(w, http.StatusOK, d)
 	}
 }
 
@@ -266,24 +268,20 @@ func (f *fakeE2B) kill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeE2B) timeout(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Timeout int `json:"timeout"`
-	}
-	if !f.record(r, &req) || req.Timeout <= 0 {
+	var req e2bapi.SandboxTimeout
+	if !f.record(r, &req) || req.Timeout == nil || *req.Timeout <= 0 {
 		writeError(w, http.StatusBadRequest, "timeout must be positive")
 		return
 	}
 	if sb := f.lookup(w, r); sb != nil {
-		f.eng.Lookup(sb.id).SetDeadline(time.Now().Add(time.Duration(req.Timeout) * time.Second))
+		f.eng.Lookup(sb.id).SetDeadline(time.Now().Add(time.Duration(*req.Timeout) * time.Second))
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
 // connect extends a running sandbox's life, never shortens it.
 func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Timeout *int `json:"timeout"`
-	}
+	var req e2bapi.ConnectSandbox
 	if !f.record(r, &req) || req.Timeout == nil {
 		writeError(w, http.StatusBadRequest, "timeout is required")
 		return
@@ -295,13 +293,13 @@ func (f *fakeE2B) connect(w http.ResponseWriter, r *http.Request) {
 		if end := time.Now().Add(time.Duration(*req.Timeout) * time.Second); end.After(eb.Deadline()) {
 			eb.SetDeadline(end)
 		}
-		writeJSON(w, http.StatusOK, f.sandboxJSON(sb, true))
+		writeJSON(w, http.StatusOK, f.sandboxJSON(sb))
 	}
 }
 
 // list filters by ?metadata= and pages by ?limit= and X-Next-Token (v2).
 func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
-	want, err := url.ParseQuery(r.URL.Query().Get("metadata"))
+	want, err := url.ParseQuery(r.URL.Query().Get(e2bapi.QueryMetadata))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "metadata is not a query string")
 		return
@@ -319,20 +317,18 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(ids)
 	if strings.HasPrefix(r.URL.Path, "/v2/") {
-		if next := r.URL.Query().Get("nextToken"); next != "" {
+		if next := r.URL.Query().Get(e2bapi.QueryNextToken); next != "" {
 			i, _ := slices.BinarySearch(ids, next)
 			ids = ids[i:]
 		}
 		if len(ids) > limit {
-			w.Header().Set("X-Next-Token", ids[limit])
+			w.Header().Set(e2bapi.NextTokenHeader, ids[limit])
 			ids = ids[:limit]
 		}
 	}
-	out := []map[string]any{}
+	out := []e2bapi.ListedSandbox{}
 	for _, id := range ids {
-		m := f.sandboxJSON(f.eng.Lookup(id).Value.(*fakeSandbox), false)
-		m["cpuCount"], m["memoryMB"], m["diskSizeMB"] = 2, 512, 1024
-		out = append(out, m)
+		out = append(out, f.listedJSON(f.eng.Lookup(id).Value.(*fakeSandbox)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -340,7 +336,7 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 // route is the data plane: the sandbox named by E2b-Sandbox-Id, else by a
 // Host of 49983-<id>.<domain>.
 func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
-	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
+	id, port := r.Header.Get(e2bapi.SandboxIDHeader), r.Header.Get(e2bapi.SandboxPortHeader)
 	if id == "" {
 		f.mu.Lock()
 		f.hosts = append(f.hosts, r.Host)
@@ -349,7 +345,7 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 		port, id, _ = strings.Cut(host, "-")
 	}
 	sb := f.sandbox(id)
-	if sb != nil && port != "49983" {
+	if sb != nil && port != e2bapi.EnvdPort {
 		f.port(w, r, sb, port)
 		return
 	}
@@ -373,7 +369,7 @@ func (f *fakeE2B) route(w http.ResponseWriter, r *http.Request) {
 // fake's commands are host processes), as E2B's edge does: the traffic
 // token first where the sandbox has one, 502 when nothing listens.
 func (f *fakeE2B) port(w http.ResponseWriter, r *http.Request, sb *fakeSandbox, port string) {
-	if sb.traffic != "" && r.Header.Get("E2b-Traffic-Access-Token") != sb.traffic {
+	if sb.traffic != "" && r.Header.Get(e2bapi.TrafficAccessTokenHeader) != sb.traffic {
 		writeError(w, http.StatusForbidden, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing")
 		return
 	}
@@ -385,7 +381,7 @@ func (f *fakeE2B) port(w http.ResponseWriter, r *http.Request, sb *fakeSandbox, 
 		closed(w)
 		return
 	}
-	fakeengine.Proxy(n, "", []string{"E2b-Traffic-Access-Token"}, closed).ServeHTTP(w, r)
+	fakeengine.Proxy(n, "", []string{e2bapi.TrafficAccessTokenHeader}, closed).ServeHTTP(w, r)
 }
 
 // callsOf counts the recorded calls "METHOD path".

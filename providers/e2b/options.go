@@ -9,19 +9,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
 
 // Defaults of Options.
 const (
-	DefaultDomain       = "e2b.app"
+	DefaultDomain       = e2bapi.DefaultDomain
 	DefaultMaxRetries   = 3
 	DefaultMaxRetryWait = 30 * time.Second
 )
-
-// envdPort is the port envd listens on inside an E2B sandbox; it names the
-// data plane's host (49983-<id>.<domain>) or its routing header.
-const envdPort = "49983"
 
 // Secret is a credential that prints as a placeholder (registry.Secret);
 // the driver reveals it for the X-API-KEY header alone.

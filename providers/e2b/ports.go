@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/sandbox/driver"
 	"github.com/berth-sh/berth/sandbox/errdefs"
 )
@@ -15,8 +17,8 @@ var _ driver.Endpointer = (*sandboxHandle)(nil)
 // headerTrafficToken carries a sandbox's traffic access token to its
 // ports (E2B's edge refuses them without it, 403, when the sandbox was
 // created with network.allowPublicTraffic false, as the driver creates
-// them).
-const headerTrafficToken = "e2b-traffic-access-token"
+// them); lower case, as the SDKs write it.
+var headerTrafficToken = strings.ToLower(e2bapi.TrafficAccessTokenHeader)
 
 // Endpoint is E2B's URL of the port, https://<port>-<id>.<domain>, or,
 // behind E2B_SANDBOX_URL (a self-hosted server such as berth serve), that
@@ -34,8 +36,8 @@ func (h *sandboxHandle) Endpoint(ctx context.Context, port driver.Port) (driver.
 	ep := driver.Endpoint{Protocol: port.Protocol, Headers: map[string]string{}}
 	if base := h.p.opts.SandboxURL; base != "" {
 		ep.URL = base
-		ep.Headers[headerSandboxID] = h.id
-		ep.Headers[headerSandboxPort] = strconv.Itoa(port.Number)
+		ep.Headers[e2bapi.SandboxIDHeader] = h.id
+		ep.Headers[e2bapi.SandboxPortHeader] = strconv.Itoa(port.Number)
 	} else {
 		ep.URL = "https://" + strconv.Itoa(port.Number) + "-" + h.id + "." + h.domain
 	}
@@ -67,8 +69,8 @@ func (h *sandboxHandle) trafficToken(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", h.scrub(err)
 	}
-	h.setTraffic(c.TrafficAccessToken)
-	return c.TrafficAccessToken, nil
+	h.setTraffic(deref(c.TrafficAccessToken))
+	return h.traffic.token, nil
 }
 
 // setTraffic records the traffic token; h.mu is held or h is new.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/envd"
 	"github.com/berth-sh/berth/providers/internal/rest"
 	"github.com/berth-sh/berth/sandbox/driver"
@@ -125,24 +126,24 @@ func (p *Provider) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox
 	if spec.User != "" {
 		md[metaUser] = spec.User
 	}
-	sb, err := p.api.create(ctx, createRequest{
+	sb, err := p.api.create(ctx, e2bapi.NewSandbox{
 		TemplateID:          spec.Image,
-		Timeout:             seconds(spec.TTL),
-		AllowInternetAccess: spec.Network.Mode == driver.NetworkPublic,
+		Timeout:             e2bapi.Int64(seconds(spec.TTL)),
+		AllowInternetAccess: e2bapi.Bool(spec.Network.Mode == driver.NetworkPublic),
 		Metadata:            md,
 		EnvVars:             spec.Env,
 		// The sandbox's ports answer only holders of its traffic token,
 		// which Endpoint hands out; E2B's default is anyone with the URL.
-		Network: &networkRequest{AllowPublicTraffic: false},
+		Network: &e2bapi.SandboxNetworkConfig{AllowPublicTraffic: e2bapi.Bool(false)},
 	})
 	if err != nil {
 		return nil, p.scrub(err)
 	}
-	h, err := p.open(sb, spec.WorkDir, spec.User)
+	h, err := p.open(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, spec.WorkDir, spec.User)
 	if err == nil {
 		// A server that ignored the network options has no token: its
 		// ports are public, and none is needed.
-		h.setTraffic(sb.TrafficAccessToken)
+		h.setTraffic(deref(sb.TrafficAccessToken))
 	}
 	if err != nil {
 		// Nothing may be left running: the sandbox exists but is unusable.
@@ -167,9 +168,9 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		return nil, p.scrub(err)
 	}
 	traffic, known := "", false
-	if d.State == "paused" || d.EnvdAccessToken == "" {
+	if d.State == e2bapi.StatePaused || d.EnvdAccessToken == "" {
 		ttl := time.Until(d.EndAt)
-		if d.State == "paused" {
+		if d.State == e2bapi.StatePaused {
 			ttl = d.EndAt.Sub(d.StartedAt)
 		}
 		if d.EndAt.IsZero() || ttl <= 0 {
@@ -182,7 +183,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 		if c.EnvdAccessToken != "" {
 			d.EnvdAccessToken = c.EnvdAccessToken
 		}
-		traffic, known = c.TrafficAccessToken, true
+		traffic, known = deref(c.TrafficAccessToken), true
 		if c.Domain != nil {
 			d.Domain = c.Domain
 		}
@@ -190,7 +191,7 @@ func (p *Provider) Connect(ctx context.Context, id string) (driver.Sandbox, erro
 	if d.SandboxID == "" {
 		d.SandboxID = id
 	}
-	h, err := p.open(d, d.Metadata[metaWorkDir], d.Metadata[metaUser])
+	h, err := p.open(d.SandboxID, d.EnvdAccessToken, d.Domain, d.Metadata[metaWorkDir], d.Metadata[metaUser])
 	if err != nil {
 		return nil, p.scrub(err)
 	}
@@ -218,7 +219,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]driver
 	return infos, nil
 }
 
-func info(sb sandboxJSON) driver.Info {
+func info(sb e2bapi.ListedSandbox) driver.Info {
 	labels := make(map[string]string, len(sb.Metadata))
 	for k, v := range sb.Metadata {
 		if k != metaWorkDir && k != metaUser {
@@ -259,10 +260,15 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// open builds the handle of a sandbox the control plane described.
-func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, error) {
-	if err := checkID(sb.SandboxID); err != nil {
+// open builds the handle of a sandbox the control plane described: its
+// id, envd access token and domain (nil or "": the configured one).
+func (p *Provider) open(id, token string, sbDomain *string, workDir, user string) (*sandboxHandle, error) {
+	if err := checkID(id); err != nil {
 		return nil, errdefs.Errorf(errdefs.Unavailable, "e2b: the server answered a malformed sandbox id")
+	}
+	domain := p.opts.Domain
+	if sbDomain != nil && *sbDomain != "" {
+		domain = *sbDomain
 	}
 	base, hc := p.opts.SandboxURL, p.hc
 	if base != "" {
@@ -270,26 +276,26 @@ func (p *Provider) open(sb sandboxJSON, workDir, user string) (*sandboxHandle, e
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		hc = &http.Client{Transport: &routeTransport{base: rt, id: sb.SandboxID}, CheckRedirect: rest.SameOrigin}
+		hc = &http.Client{Transport: &routeTransport{base: rt, id: id}, CheckRedirect: rest.SameOrigin}
 	} else {
-		domain := p.opts.Domain
-		if sb.Domain != nil && *sb.Domain != "" {
-			domain = *sb.Domain
-		}
 		if !hostRE().MatchString(domain) {
 			return nil, errdefs.Errorf(errdefs.Unavailable, "e2b: the server answered a domain that is not a host name")
 		}
-		base = "https://" + envdPort + "-" + sb.SandboxID + "." + domain
+		base = "https://" + e2bapi.EnvdPort + "-" + id + "." + domain
 	}
-	c, err := envd.NewClient(base, hc, envd.WithAccessToken(sb.EnvdAccessToken), envd.WithUser(user))
+	c, err := envd.NewClient(base, hc, envd.WithAccessToken(token), envd.WithUser(user))
 	if err != nil {
 		return nil, err
 	}
-	domain := p.opts.Domain
-	if sb.Domain != nil && *sb.Domain != "" {
-		domain = *sb.Domain
+	return &sandboxHandle{p: p, id: id, token: token, env: c, workDir: workDir, domain: domain}, nil
+}
+
+// deref is a nullable string's value, "" for null.
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	return &sandboxHandle{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, env: c, workDir: workDir, domain: domain}, nil
+	return *s
 }
 
 // startKeepalive re-arms h's TTL every ttl/6 until h stops it or the
@@ -323,8 +329,9 @@ func checkID(id string) error {
 	return nil
 }
 
-// seconds is d in whole seconds for the wire, rounded up, at least 1.
-func seconds(d time.Duration) int {
+// seconds is d in whole seconds for the wire (an int32), rounded up, at
+// least 1.
+func seconds(d time.Duration) int64 {
 	s := math.Ceil(d.Seconds())
-	return int(min(max(s, 1), math.MaxInt32))
+	return int64(min(max(s, 1), math.MaxInt32))
 }

@@ -11,6 +11,8 @@
 // server (sandbox.EnvdEndpoint), swapping the client's access token for the
 // sandbox's own.
 //
-// Neither checks the caller: package serve authenticates and routes before
-// handing a request over. Importers: package serve.
+// Neither checks the caller: serve/e2bserve authenticates and routes
+// before handing a request over; serve/internal/core attaches them to each
+// sandbox's record. Importers: serve/internal/core, and serve/opensandbox
+// for ResolvePath.
 package dataplane

@@ -13,13 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-sh/berth/e2bapi"
 	"github.com/berth-sh/berth/internal/httpserve"
 	"github.com/berth-sh/berth/sandbox"
 )
-
-// TrafficTokenHeader carries a sandbox's traffic access token on requests
-// to its ports, when it was created with public traffic off (E2B's name).
-const TrafficTokenHeader = "E2b-Traffic-Access-Token"
 
 // PortOptions configure NewPorts.
 type PortOptions struct {
@@ -125,7 +122,7 @@ func (p *Ports) proxy(port int) (*portProxy, error) {
 	}
 	pp.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			for _, h := range []string{TrafficTokenHeader, "E2b-Sandbox-Id", "E2b-Sandbox-Port", "X-Api-Key"} {
+			for _, h := range []string{e2bapi.TrafficAccessTokenHeader, e2bapi.SandboxIDHeader, e2bapi.SandboxPortHeader, e2bapi.APIKeyHeader} {
 				pr.Out.Header.Del(h)
 			}
 			if ep, ok := pr.In.Context().Value(endpointKey{}).(sandbox.Endpoint); ok {

@@ -3,9 +3,9 @@
 // and a server of its execd API for one sandbox of any provider.
 //
 // The lifecycle types (CreateRequest, Sandbox, Endpoint, ListResponse) are
-// what the official SDKs send and parse; package serve routes and answers
-// them. Execd serves the execd calls NeMo Gym's opensandbox provider and the
-// SDKs make, translated onto the sandbox.Sandbox API:
+// what the official SDKs send and parse; package serve/osbserve routes and
+// answers them. Execd serves the execd calls NeMo Gym's opensandbox
+// provider and the SDKs make, translated onto the sandbox.Sandbox API:
 //
 //	GET    /ping                   200
 //	POST   /command                an event stream: init, stdout/stderr (one
@@ -31,6 +31,7 @@
 // Egress answers the egress sidecar's GET /policy with the policy the
 // sandbox was created with; changing it is refused.
 //
-// Neither checks the caller: package serve authenticates and routes before
-// handing a request over. Importers: package serve.
+// Neither checks the caller: package serve/osbserve authenticates and
+// routes before handing a request over. Importers: serve/osbserve, and the
+// tests' client side (serve/internal/servetest).
 package opensandbox

@@ -35,7 +35,7 @@ type Options struct {
 	// (retain.go). 0 means 64 MiB.
 	MaxSandboxLogBytes int64
 	// Budget, when set, bounds the output kept by every Execd that shares
-	// it (package serve: one per API key); nil bounds only this Execd's.
+	// it (serve/osbserve: one per API key); nil bounds only this Execd's.
 	Budget *LogBudget
 	// MaxCommands bounds the commands remembered for status and logs (the
 	// oldest finished are forgotten); 0 means 1024.

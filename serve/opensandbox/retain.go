@@ -10,7 +10,7 @@ import (
 // Background commands keep the tail of their combined output for the logs
 // call, in memory, under three bounds: Options.MaxLogBytes per command,
 // Options.MaxSandboxLogBytes per sandbox (one Execd), and a LogBudget's
-// bound over every Execd sharing it (package serve: one per API key). Past
+// bound over every Execd sharing it (serve/osbserve: one per API key). Past
 // a bound, output goes oldest byte first from the command written to least
 // recently: finished commands lose theirs before running ones, and a
 // flooding command eats its own old output before a quiet one's. Cursors
