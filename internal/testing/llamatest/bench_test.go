@@ -13,7 +13,7 @@ import (
 // evaluation thread and with two: seconds to start (the generated model in
 // the cache: load, first answer), and output tokens a second over turns of
 // up to 64 tokens (the model stops at <|im_end|> about one token in
-// twelve), one session at a time and eight at once, each session's prompt
+// ten), one session at a time and eight at once, each session's prompt
 // growing by its replies as in a rollout.
 func BenchmarkEngine(b *testing.B) {
 	c := qwen3test.Codec(b)

@@ -28,7 +28,7 @@ type Params struct {
 	// StopLogit is <|im_end|>'s logit, an average token's being 0: the
 	// log of the stop probability is about StopLogit - ln(vocabulary) -
 	// Spread^2/2 (11.5 with Qwen3's 151,669 tokens and Spread 2: about
-	// one stop in twelve tokens).
+	// one stop in ten tokens, as measured).
 	StopLogit float64
 	// Spread is the standard deviation of an ordinary token's logit: how
 	// far from uniform the model's choices are.
