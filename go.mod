@@ -23,6 +23,7 @@ require (
 	github.com/rogpeppe/go-internal v1.16.0 // testscript, for the CLI tests
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	github.com/x448/float16 v0.8.4 // IEEE half floats: the F16 weights of the tiny GGUF model the real-engine tests generate (internal/testing/llamatest)
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.60.0 // html parser: the viewer's tests check pages as a browser parses them
 	golang.org/x/sync v0.25.0 // semaphore bounding the agent's blocking calls
@@ -115,7 +116,6 @@ require (
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
 	github.com/tonistiigi/go-csvvalue v0.0.0-20240814133006-030d3b2625d0 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -46,8 +46,8 @@
 // The job's rollout.json sums the samples up: statuses, exit statuses,
 // mean reward, and the TITO mismatch rates (the share of samples whose
 // session has at least one mismatch of a type) that Miles's CI gate
-// checks (TRUNCATED samples are left out: a reply cut at the context
-// lacks the end-of-turn token any rendering has). With Strict, a non-zero rate of special_token_count,
+// checks, TRUNCATED samples included (the session server closes a cut
+// reply as the next turn would). With Strict, a non-zero rate of special_token_count,
 // special_token_type or non_assistant_text fails the run (ErrStrict),
 // after everything is written.
 //

@@ -108,14 +108,14 @@ func TestWrongPolicy(t *testing.T) {
 
 // A policy that talks past the context ends its trial as
 // SequenceLengthLimitExceeded, with a TRUNCATED sample; the verifier still
-// grades the sandbox.
+// grades the sandbox, and the strict gate checks the cut sessions too.
 func TestContextOverrun(t *testing.T) {
 	f := newFakeRun(t, func(string) testengine.Script { return policy.Overrun })
 	res, err := f.run(t.Context(), t, func(c *rollout.Config) { c.MaxSeqLen = 2048 })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Rollout.ExitStatuses[rollout.SequenceLengthLimitExceeded] != 6 || res.Rollout.Statuses["TRUNCATED"] != 6 || res.Rollout.Unchecked != 6 {
+	if res.Rollout.ExitStatuses[rollout.SequenceLengthLimitExceeded] != 6 || res.Rollout.Statuses["TRUNCATED"] != 6 || res.Rollout.Checked != 6 {
 		t.Fatalf("summary %+v", res.Rollout)
 	}
 	for _, d := range f.dirs(t) {

@@ -32,13 +32,11 @@ type Summary struct {
 	// tito_session_mismatch_rate/<type>); Checked counts the samples that
 	// carry tito_session_mismatch.
 	MismatchRates map[string]float64 `json:"tito_session_mismatch_rate"`
-	Checked       int                `json:"tito_checked_samples"`
-	// Unchecked counts TRUNCATED samples left out of the rates: a reply
-	// cut at the context has no end-of-turn token, which a rendering of
-	// the transcript always has, so the comparison would count a
-	// special-token difference that is no TITO fault.
-	Unchecked int       `json:"tito_unchecked_truncated"`
-	Aborted   []Aborted `json:"aborted,omitempty"`
+	// TRUNCATED samples count too: the session server compares a session
+	// whose last reply was cut with that turn closed, as the next turn
+	// would close it (tito.Codec.SessionMismatch).
+	Checked int       `json:"tito_checked_samples"`
+	Aborted []Aborted `json:"aborted,omitempty"`
 	// StrictFailures say why the strict gate failed (empty when it passed
 	// or was not asked for).
 	StrictFailures []string `json:"strict_failures,omitempty"`
@@ -91,10 +89,6 @@ func summarize(jobDir string, strict bool) (*Summary, error) {
 				s.Aborted = append(s.Aborted, Aborted{Trial: trialName, Reason: l.Metadata.AbortReason})
 			}
 			if len(l.Metadata.Mismatch) == 0 || string(l.Metadata.Mismatch) == "null" {
-				continue
-			}
-			if l.Status == "TRUNCATED" {
-				s.Unchecked++
 				continue
 			}
 			var ms []tito.Mismatch
@@ -162,9 +156,6 @@ func (s *Summary) Print(w io.Writer) {
 			parts = append(parts, fmt.Sprintf("%s %.4f", t, s.MismatchRates[t]))
 		}
 		fmt.Fprintf(w, "tito mismatch rate (%d samples): %s\n", s.Checked, strings.Join(parts, ", "))
-	}
-	if s.Unchecked > 0 {
-		fmt.Fprintf(w, "tito: %d truncated samples not checked\n", s.Unchecked)
 	}
 	for _, a := range s.Aborted {
 		fmt.Fprintf(w, "aborted %s: %s\n", a.Trial, a.Reason)

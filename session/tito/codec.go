@@ -28,6 +28,7 @@ type Codec struct {
 	Family Family
 
 	appendAfter    map[int][]int
+	endOfTurn      int // -1: none
 	strip          map[int]bool
 	trailing       map[int]bool
 	assistantStart string
@@ -55,13 +56,20 @@ func LoadCodec(dir, family, templatePath string) (*Codec, error) {
 
 // NewCodec checks that the family's tokens exist in the tokenizer.
 func NewCodec(tok *tokenizer.Tokenizer, tpl *chattemplate.Template, fam Family) (*Codec, error) {
-	c := &Codec{Tok: tok, Tpl: tpl, Family: fam, appendAfter: map[int][]int{}, strip: map[int]bool{}, trailing: map[int]bool{}}
+	c := &Codec{Tok: tok, Tpl: tpl, Family: fam, appendAfter: map[int][]int{}, endOfTurn: -1, strip: map[int]bool{}, trailing: map[int]bool{}}
 	id := func(tokStr string) (int, error) {
 		ids, err := tok.Encode(tokStr)
 		if err != nil || len(ids) != 1 {
 			return 0, fmt.Errorf("family %s: %q is not a single token of this tokenizer", fam.Name, tokStr)
 		}
 		return ids[0], nil
+	}
+	if fam.EndOfTurn != "" {
+		eot, err := id(fam.EndOfTurn)
+		if err != nil {
+			return nil, err
+		}
+		c.endOfTurn = eot
 	}
 	for k, v := range fam.AppendAfter {
 		kid, err := id(k)
@@ -333,10 +341,18 @@ func (c *Codec) Increment(last Message, appended []Message, tools Tools, kw Kwar
 	return c.encode(with[len(without):], limit)
 }
 
-// Join appends an increment to stored ids across the family's boundary.
+// Join appends an increment to stored ids across the family's boundary:
+// a turn that ended without the family's end-of-turn token is closed with
+// it first (a reply cut at max_tokens stops mid-turn, and the template
+// renders the turn closed: without the token the next prompt would go on
+// from the cut text straight into the next message, which no rendering
+// of the conversation has).
 func (c *Codec) Join(prefix, inc []int) []int {
-	out := make([]int, 0, len(prefix)+len(inc)+1)
+	out := make([]int, 0, len(prefix)+len(inc)+2)
 	out = append(out, prefix...)
+	if n := len(out); n > 0 && c.endOfTurn >= 0 && out[n-1] != c.endOfTurn {
+		out = append(out, c.endOfTurn)
+	}
 	if n := len(out); n > 0 {
 		if add, ok := c.appendAfter[out[n-1]]; ok {
 			out = append(out, add...)

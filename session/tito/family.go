@@ -19,6 +19,13 @@ type Family struct {
 	// dropped before the next increment (GLM-4.7 stops at <|observation|>
 	// or <|user|>, which the template then renders itself).
 	StripTrailing []string
+	// EndOfTurn is the token the template ends every assistant turn with.
+	// Stored ids that end without it (a turn cut at max_tokens, or stopped
+	// by a stop string) get it before the next increment, as a rendering
+	// of the transcript has it; the comparison with a rendering closes a
+	// cut last turn the same way. Empty: the template writes nothing after
+	// a turn that the model does not write itself (GLM-4.7).
+	EndOfTurn string
 	// MaxTrimTokens is how many trailing stored ids a commit may replace
 	// (1 for GLM-4.7, 0 elsewhere).
 	MaxTrimTokens int
@@ -38,6 +45,7 @@ var Families = map[string]Family{
 	"default": {Name: "default"},
 	"qwen3": {
 		Name:           "qwen3",
+		EndOfTurn:      "<|im_end|>",
 		AppendAfter:    map[string]string{"<|im_end|>": "\n"},
 		TrailingTokens: []string{"\n"},
 		AssistantStart: "<|im_start|>assistant",
