@@ -11,7 +11,9 @@ import (
 	"github.com/berth-sh/berth/harbor/job"
 	"github.com/berth-sh/berth/internal/testing/harbortest"
 	"github.com/berth-sh/berth/internal/testing/llamatest"
+	"github.com/berth-sh/berth/results/layout"
 	"github.com/berth-sh/berth/rollout"
+	"github.com/berth-sh/berth/rollout/agents"
 	"github.com/berth-sh/berth/rollout/rollouttest"
 	"github.com/berth-sh/berth/session/tito"
 )
@@ -33,9 +35,9 @@ func TestRealEngineRollout(t *testing.T) {
 	jobs := t.TempDir()
 	tokenText := func(id int) string { s, _ := st.Codec.Tok.Decode([]int{id}, false); return s }
 	res, err := rollout.Run(t.Context(), rollout.Config{
-		Job:      job.Config{JobName: "llama", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 8, NAttempts: 8},
-		Terminus: terminus.Options{Model: "tiny-qwen3", Shell: "pipe", MaxTurns: 5, MaxOutputTokens: 16, RetryDelay: 20 * time.Millisecond},
-		Strict:   true,
+		Job:    job.Config{JobConfig: layout.JobConfig{JobName: "llama", JobsDir: jobs, TasksPath: tasks, Backend: "fake", NConcurrent: 8, NAttempts: 8}},
+		Agent:  agents.Terminus(terminus.Options{Model: "tiny-qwen3", Shell: "pipe", MaxTurns: 5, MaxOutputTokens: 16, RetryDelay: 20 * time.Millisecond}),
+		Strict: true,
 	}, rollout.Options{Registry: harbortest.Registry(t, nil), Env: harbortest.Env(t), Sessions: st.Client, TokenText: tokenText})
 	if res != nil && res.Rollout != nil {
 		var b strings.Builder

@@ -37,7 +37,7 @@ func turns(t *testing.T, c *tito.Codec, outs ...string) (*tito.Trajectory, [][]i
 	req := []tito.Message{parse(t, `{"role":"user","content":"start"}`)}
 	var prompts [][]int
 	for i, out := range outs {
-		p, err := tr.Prepare(c, req, nil, kw, tito.Strict)
+		p, err := tr.Prepare(c, req, tito.Tools{}, kw, tito.Strict)
 		if err != nil {
 			t.Fatal(err)
 		}
